@@ -1,0 +1,67 @@
+"""The `aot` command. Each subcommand lives in its own module with a ``register(subparsers)`` function.
+
+Every experiment command follows one convention (see :func:`add_experiment_args`): ``--config FILE``
+(YAML/JSON, presets in configs/), ``--seed``, ``--device`` and ``--out DIR``, which receives a
+``results.json`` plus its figures. Input errors print one line, ``aot: error: ...``, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from aot.errors import AotError
+
+# modules that add subcommands, in the order `aot --help` lists them
+COMMAND_MODULES = [
+    "aot.models.cli",
+]
+
+
+def add_experiment_args(parser: argparse.ArgumentParser, default_out: str) -> None:
+    """The options every experiment command shares."""
+    group = parser.add_argument_group("experiment")
+    group.add_argument("--config", metavar="FILE", help="YAML or JSON config; command-line options override it")
+    group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    group.add_argument("--device", default="auto",
+                       help="cpu, cuda, cuda:N or auto (cuda when available; default: auto)")
+    group.add_argument("--out", metavar="DIR", default=default_out,
+                       help=f"folder for results.json and figures (default: {default_out})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from aot import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="aot",
+        description="Attention-Only Transformers (AoT): build, train, analyse and benchmark AoT-MSSA / "
+                    "AoT-MHSA and their baselines (GPT-2, ViT, CRATE, Llama).",
+        epilog="Run `aot COMMAND --help` for the options of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"aot {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except AotError as exc:
+        print(f"aot: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("aot: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

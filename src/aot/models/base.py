@@ -1,0 +1,96 @@
+"""What every model shares: its config, the backbone, hooks, parameter counts, and safetensors I/O."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aot.config import ModelConfig
+from aot.errors import AotError
+from aot.models.backbone import Backbone, init_weights
+from aot.nn.cache import Cache
+from aot.nn.hooks import HookedModule
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+class AotModel(HookedModule):
+    """Base class of the three heads. Subclasses build their embedding and head, then call ``_finish``."""
+
+    #: parameter names (prefixes) that hold embeddings, for ``num_params(non_embedding=True)``
+    embedding_names: tuple[str, ...] = ()
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.backbone = Backbone(cfg)
+
+    def _finish(self) -> None:
+        init_weights(self, self.cfg)
+
+    # -- sizes ----------------------------------------------------------------------------------------
+    def num_params(self, non_embedding: bool = False) -> int:
+        """Unique parameters (a tied weight counts once); ``non_embedding`` leaves out token / position /
+        patch embeddings and the class token (the convention of the scaling-law papers)."""
+        seen: set[int] = set()
+        total = 0
+        for name, param in self.named_parameters():
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            if non_embedding and name.startswith(self.embedding_names):
+                continue
+            total += param.numel()
+        return total
+
+    def new_cache(self) -> Cache:
+        return Cache.for_layers(self.cfg.n_layer)
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names kept out of weight decay: biases, norms, embeddings of positions, η."""
+        names = set()
+        for name, param in self.named_parameters():
+            if param.ndim < 2 or name.startswith(("pos_embed", "cls_token")):
+                names.add(name)
+        return names
+
+    # -- persistence ----------------------------------------------------------------------------------
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` (atomically: a crash leaves the old files)."""
+        from safetensors.torch import save_model
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp_weights = directory / (WEIGHTS_NAME + ".tmp")
+        tmp_config = directory / (CONFIG_NAME + ".tmp")
+        save_model(self, str(tmp_weights), metadata={"format": "pt", "aot_block": self.cfg.block})
+        tmp_config.write_text(json.dumps(self.cfg.to_dict(), indent=2) + "\n")
+        tmp_weights.replace(directory / WEIGHTS_NAME)
+        tmp_config.replace(directory / CONFIG_NAME)
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, **overrides: Any) -> AotModel:
+        """Load a model saved by :meth:`save_pretrained` (any head: the config says which)."""
+        from safetensors.torch import load_model
+
+        from aot.models.factory import build_model
+
+        directory = Path(directory)
+        config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
+        if not config_path.is_file() or not weights_path.is_file():
+            raise AotError(f"{str(directory)!r} has no {CONFIG_NAME} + {WEIGHTS_NAME}; "
+                           "point to a folder written by save_pretrained")
+        cfg = ModelConfig.from_dict({**json.loads(config_path.read_text()), **overrides})
+        model = build_model(cfg)
+        missing, unexpected = load_model(model, str(weights_path), strict=False)
+        if missing or unexpected:
+            raise AotError(f"weights in {str(weights_path)!r} do not match the config "
+                           f"(missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})")
+        return model
+
+    def extra_repr(self) -> str:
+        return f"block={self.cfg.block}, task={self.cfg.task}, params={self.num_params():,}"
+

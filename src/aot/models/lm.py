@@ -1,0 +1,80 @@
+"""Causal language model: token + learned position embeddings → backbone → LM head tied to the embedding."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aot.config import ModelConfig
+from aot.errors import AotError
+from aot.models.base import AotModel
+from aot.nn.cache import Cache
+from aot.nn.hooks import HookPoint
+
+
+class CausalLM(AotModel):
+    embedding_names = ("tok_embed", "pos_embed")
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.pos_embed = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.position == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_embed.weight  # tied (GPT-2)
+        self.hook_embed = HookPoint()
+        self._finish()
+
+    def embed(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """idx: (B, T) token ids → (B, T, d); positions start at ``offset`` (the cached length)."""
+        T = idx.shape[1]
+        if offset + T > self.cfg.block_size:
+            raise AotError(f"sequence of {offset + T} tokens exceeds block_size={self.cfg.block_size}; "
+                           "crop the input or build the model with a larger block_size")
+        x = self.tok_embed(idx)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(torch.arange(offset, offset + T, device=idx.device))
+        return self.hook_embed(self.drop(x))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                cache: Cache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns (logits (B, T, V), mean cross-entropy or None). With a ``cache`` the call appends to it
+        and ``idx`` holds only the new tokens."""
+        offset = cache.length if cache is not None else 0
+        hidden = self.backbone(self.embed(idx, offset), cache)
+        logits = self.lm_head(hidden)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1)
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, use_cache: bool = True,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Sample ``max_new_tokens`` continuations of idx (B, T). ``temperature=0`` is greedy."""
+        cache = self.new_cache() if use_cache else None
+        step_input = idx
+        for _ in range(max_new_tokens):
+            if cache is None:
+                step_input = idx[:, -self.cfg.block_size:]
+            elif cache.length + step_input.shape[1] > self.cfg.block_size:
+                cache, step_input = self.new_cache(), idx[:, -self.cfg.block_size:]  # window full: restart
+            logits, _ = self(step_input, cache=cache)
+            next_token = sample_next(logits[:, -1], temperature, top_k, generator)
+            idx = torch.cat([idx, next_token], dim=1)
+            step_input = next_token
+        return idx
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """logits (B, V) → next token ids (B, 1)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits.float(), dim=-1), 1, generator=generator)

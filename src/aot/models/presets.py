@@ -1,0 +1,104 @@
+"""Named model sizes: CPU-scale presets that train in minutes here, and the paper's scale.
+
+The paper does not publish depth or width. The paper-scale presets keep GPT-2's width (768; 1024 for
+Medium, as GPT-2 Medium) and choose the depth whose parameter count lands nearest the paper's figure:
+attention-only layers are cheap (MHSA 4d², untied MSSA 2d², tied MSSA d²), so they need many more of
+them. ``aot models`` prints every preset with its exact count.
+
+CPU presets are matched on non-embedding parameters at d = 256 (about 4.7 M, as in PRIOR_RUNS.md):
+GPT-2 6 layers (12d² each), AoT-MHSA 18 (4d²), AoT-MSSA untied 36 (2d²), tied 72 (d²), CRATE 24 (3d²).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aot.config import ModelConfig
+from aot.errors import ConfigError
+
+GPT2_VOCAB = 50257
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    fields: dict[str, Any]
+    note: str
+    paper_params: str = ""  # the parameter count the paper reports, where it reports one
+
+    def config(self, **overrides: Any) -> ModelConfig:
+        return ModelConfig.from_dict({**self.fields, **overrides})
+
+
+def _lm(block: str, n_layer: int, n_embd: int, n_head: int, **extra: Any) -> dict[str, Any]:
+    return dict(task="lm", block=block, n_layer=n_layer, n_embd=n_embd, n_head=n_head, **extra)
+
+
+_PAPER_LM = dict(vocab_size=GPT2_VOCAB, block_size=1024)
+_CPU_LM = dict(vocab_size=256, block_size=256)
+_IMAGENET = dict(task="image", image_size=224, patch_size=16, in_chans=3, num_classes=1000)
+_FASHION = dict(task="image", image_size=28, patch_size=4, in_chans=1, num_classes=10)
+_ICL = dict(task="icl", n_dims=20, n_points=41)
+
+PRESETS: dict[str, Preset] = {p.name: p for p in [
+    # -- language, the paper's scale (OpenWebText, GPT-2 BPE) --------------------------------------
+    Preset("gpt2-base", _lm("transformer", 12, 768, 12, **_PAPER_LM), "GPT-2 small", "124M"),
+    Preset("aot-mhsa-l-base", _lm("aot-mhsa", 35, 768, 12, **_PAPER_LM),
+           "35 MHSA layers (4d² each) land on 122M", "122M"),
+    Preset("aot-mssa-l-base", _lm("aot-mssa", 53, 768, 12, tied_output=False, **_PAPER_LM),
+           "53 MSSA layers with a learned W_O (2d² each) land on 102M", "102M"),
+    Preset("aot-mssa-l-medium", _lm("aot-mssa", 62, 1024, 16, tied_output=False, **_PAPER_LM),
+           "GPT-2 Medium's width 1024; 62 MSSA layers land on 182M", "182M"),
+    # -- language, CPU scale (d = 256, ~4.7M non-embedding parameters each) -------------------------
+    Preset("gpt2-cpu", _lm("transformer", 6, 256, 4, **_CPU_LM), "GPT-2 block, 6 layers"),
+    Preset("aot-mhsa-l-cpu", _lm("aot-mhsa", 18, 256, 4, **_CPU_LM), "AoT-MHSA, 18 layers"),
+    Preset("aot-mssa-l-cpu", _lm("aot-mssa", 36, 256, 4, tied_output=False, **_CPU_LM),
+           "AoT-MSSA with learned W_O, 36 layers"),
+    Preset("aot-mssa-tied-l-cpu", _lm("aot-mssa", 72, 256, 4, tied_output=True, **_CPU_LM),
+           "AoT-MSSA as in the paper's formula (tied output), 72 layers"),
+    Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
+    Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
+    # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
+    Preset("vit-s", dict(block="transformer", n_layer=12, n_embd=384, n_head=6, **_IMAGENET),
+           "ViT-S/16", "22M"),
+    Preset("aot-mssa-v-s", dict(block="aot-mssa", n_layer=17, n_embd=768, n_head=12, tied_output=False,
+                                norm="none", **_IMAGENET),
+           "no LayerNorm inside (as the paper's vision models); width 768, 17 layers land on 22M", "22M"),
+    Preset("aot-mhsa-v-s", dict(block="aot-mhsa", n_layer=24, n_embd=384, n_head=6, norm="none", **_IMAGENET),
+           "no LayerNorm inside; ViT-S width 384, 24 layers land on 15M", "15M"),
+    Preset("crate-v-b", dict(block="crate", n_layer=12, n_embd=768, n_head=12, tied_output=False,
+                             **_IMAGENET), "CRATE-B/16", "22.8M"),
+    # -- vision, CPU scale (Fashion-MNIST 28², patch 4) ----------------------------------------------
+    Preset("vit-cpu", dict(block="transformer", n_layer=4, n_embd=128, n_head=4, **_FASHION), "ViT, 4 layers"),
+    Preset("aot-mssa-v-cpu", dict(block="aot-mssa", n_layer=24, n_embd=128, n_head=4, tied_output=False,
+                                  norm="none", **_FASHION), "AoT-MSSA-V, 24 layers, no LayerNorm"),
+    Preset("aot-mhsa-v-cpu", dict(block="aot-mhsa", n_layer=12, n_embd=128, n_head=4, norm="none",
+                                  **_FASHION), "AoT-MHSA-V, 12 layers, no LayerNorm"),
+    Preset("crate-v-cpu", dict(block="crate", n_layer=16, n_embd=128, n_head=4, tied_output=False,
+                               **_FASHION), "CRATE, 16 layers"),
+    # -- in-context regression (Garg et al.: d = 256, 8 heads, x in R^20, up to 41 points) -------------
+    Preset("gpt2-icl", dict(block="transformer", n_layer=12, n_embd=256, n_head=8, **_ICL),
+           "Garg et al.'s GPT-2, 12 layers"),
+    Preset("llama-icl", dict(block="llama", n_layer=12, n_embd=256, n_head=8, bias=False, **_ICL),
+           "Llama block (RoPE, SwiGLU, RMSNorm), 12 layers"),
+    Preset("aot-mhsa-icl", dict(block="aot-mhsa", n_layer=36, n_embd=256, n_head=8, **_ICL),
+           "AoT-MHSA at GPT-2's parameter count, 36 layers"),
+    Preset("aot-mssa-icl", dict(block="aot-mssa", n_layer=72, n_embd=256, n_head=8, tied_output=False, **_ICL),
+           "AoT-MSSA (learned W_O) at GPT-2's parameter count, 72 layers"),
+]}
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        import difflib
+
+        close = difflib.get_close_matches(name, PRESETS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"unknown preset {name!r}; {hint}run `aot models` to list them")
+    return PRESETS[name]
+
+
+def preset_config(name: str, **overrides: Any) -> ModelConfig:
+    """The config of preset ``name`` with some fields overridden."""
+    return get_preset(name).config(**overrides)

@@ -1,0 +1,157 @@
+"""Self-attention: multi-head *subspace* self-attention (MSSA, the paper's operator) and standard MHSA.
+
+Shapes: tokens are rows, ``x`` is (B, T, d). Per head k the paper's columns-as-tokens formula (PAPER.md §2)
+
+    MSSA(Z) = Σ_k U_k · (U_kᵀ Z) · softmax((U_kᵀ Z)ᵀ (U_kᵀ Z) · s)
+
+becomes, with P_k = x U_k (B, T, p) standing for U_kᵀ Z:  out = Σ_k softmax(s · P_k P_kᵀ) P_k U_kᵀ.
+The scale s is 1/√p (CRATE's code; default) or 1 (the paper's formula). Query, key and value are the same
+tensor P_k, so one d → K·p projection replaces three, and the output is lifted back either by the same
+bases (``tied_output``: W_O = [U_1 … U_K]) or by a learned W_O with bias.
+
+Two numerically equivalent paths compute the attention: a fused one through
+``F.scaled_dot_product_attention`` and an explicit reference (``softmax(q kᵀ s + mask) v``), used by the
+tests and whenever the attention pattern is asked for (a hook on ``hook_pattern`` or ``need_weights``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aot.config import ModelConfig
+from aot.nn.cache import LayerCache
+from aot.nn.hooks import HookPoint
+from aot.nn.rotary import Rotary
+
+
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float,
+                        mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ · scale + mask) v, computed explicitly. Returns (output, pattern).
+
+    q: (B, H, Tq, p); k, v: (B, H, Tk, p); mask: bool (Tq, Tk), True where attention is allowed.
+    """
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    pattern = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    return torch.matmul(pattern, v), pattern
+
+
+def causal_mask(n_query: int, n_key: int, device: torch.device) -> torch.Tensor:
+    """Bool (n_query, n_key) mask for queries that are the last ``n_query`` of ``n_key`` positions."""
+    offset = n_key - n_query
+    rows = torch.arange(n_query, device=device)[:, None] + offset
+    return torch.arange(n_key, device=device)[None, :] <= rows
+
+
+class _AttentionCore(nn.Module):
+    """What MSSA and MHSA share: scaling, masking, the fused / reference paths, hooks and rotary."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.head_dim = cfg.p
+        self.causal = cfg.causal
+        self.scale = 1.0 / math.sqrt(cfg.p) if cfg.attn_scale else 1.0
+        self.dropout = cfg.dropout
+        self.rotary = Rotary(cfg.p, cfg.rope_theta) if cfg.position == "rope" else None
+        self.use_reference = False  # force the explicit path (tests, analysis)
+        self.hook_pattern = HookPoint()  # (B, H, Tq, Tk) attention weights
+        self.hook_z = HookPoint()  # (B, H, T, p) per-head outputs before the output projection
+        self.last_pattern: torch.Tensor | None = None
+
+    def _split(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, _ = t.shape  # (B, T, H*p) -> (B, H, T, p)
+        return t.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+
+    def _merge(self, t: torch.Tensor) -> torch.Tensor:
+        B, H, T, p = t.shape  # (B, H, T, p) -> (B, T, H*p)
+        return t.transpose(1, 2).reshape(B, T, H * p)
+
+    def _rope(self, q: torch.Tensor, k: torch.Tensor, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rotary is None:
+            return q, k
+        return self.rotary(q, offset=q_offset), self.rotary(k, offset=0)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               need_weights: bool = False) -> torch.Tensor:
+        """Attention of q (B,H,Tq,p) over k, v (B,H,Tk,p); the queries are the last Tq positions."""
+        n_query, n_key = q.shape[-2], k.shape[-2]
+        dropout = self.dropout if self.training else 0.0
+        explicit = need_weights or self.use_reference or self.hook_pattern.active
+        if explicit:
+            mask = causal_mask(n_query, n_key, q.device) if self.causal else None
+            out, pattern = reference_attention(q, k, v, scale=self.scale, mask=mask)
+            pattern = self.hook_pattern(pattern)
+            self.last_pattern = pattern if need_weights else None
+            if dropout:
+                pattern = F.dropout(pattern, dropout)
+                out = torch.matmul(pattern, v)
+            elif self.hook_pattern.active:
+                out = torch.matmul(pattern, v)  # a hook may have replaced the pattern
+            return self.hook_z(out)
+        if not self.causal or n_query == 1:
+            mask, is_causal = None, False
+        elif n_query == n_key:
+            mask, is_causal = None, True
+        else:  # a chunk of queries after a cached prefix
+            mask, is_causal = causal_mask(n_query, n_key, q.device), False
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                             is_causal=is_causal, scale=self.scale)
+        return self.hook_z(out)
+
+
+class MultiHeadSubspaceSelfAttention(_AttentionCore):
+    """MSSA (PAPER.md §2): per head, Q = K = V = U_kᵀ z, output Σ_k U_k(·) (tied) or a learned W_O.
+
+    ``subspace_proj.weight`` is [U_1 … U_K]ᵀ, shape (K·p, d): row block k holds U_kᵀ.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.tied_output = cfg.tied_output
+        self.subspace_proj = nn.Linear(cfg.n_embd, cfg.n_head * cfg.p, bias=False)
+        self.out_proj = None if cfg.tied_output else nn.Linear(cfg.n_head * cfg.p, cfg.n_embd, bias=cfg.bias)
+        self.hook_subspace = HookPoint()  # (B, K, T, p): the projections U_kᵀ z of every token
+
+    def bases(self) -> torch.Tensor:
+        """The subspace bases U_k as a (K, d, p) tensor (U_k = bases()[k])."""
+        W = self.subspace_proj.weight  # (K·p, d)
+        return W.view(self.n_head, self.head_dim, -1).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None,
+                need_weights: bool = False) -> torch.Tensor:
+        offset = cache.length if cache is not None else 0
+        proj = self.hook_subspace(self._split(self.subspace_proj(x)))  # (B, K, T, p) = U_kᵀ z
+        (proj_all,) = cache.extend(proj) if cache is not None else (proj,)  # one cached tensor per layer
+        q, k = self._rope(proj, proj_all, offset)
+        out = self._merge(self.attend(q, k, proj_all, need_weights))  # (B, T, K·p)
+        if self.out_proj is not None:
+            return self.out_proj(out)
+        return F.linear(out, self.subspace_proj.weight.t())  # Σ_k U_k · out_k
+
+
+class MultiHeadSelfAttention(_AttentionCore):
+    """Standard multi-head self-attention with separate W_Q, W_K, W_V and W_O (GPT-2, ViT, AoT-MHSA)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.qkv_proj = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None,
+                need_weights: bool = False) -> torch.Tensor:
+        offset = cache.length if cache is not None else 0
+        q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        if cache is not None:
+            k, v = cache.extend(k, v)
+        q, k = self._rope(q, k, offset)  # keys are cached unrotated: each is rotated by its own position
+        return self.out_proj(self._merge(self.attend(q, k, v, need_weights)))

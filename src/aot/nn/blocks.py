@@ -1,0 +1,123 @@
+"""The blocks a backbone is made of. The block is the only thing two compared models differ in.
+
+| block        | attention            | after attention          | norm        |
+|--------------|----------------------|--------------------------|-------------|
+| aot-mssa     | MSSA                 | nothing                  | pre-LN / -  |
+| aot-mhsa     | MHSA                 | nothing                  | pre-LN / -  |
+| transformer  | MHSA                 | x + GELU MLP(LN(x))      | pre-LN      |
+| crate        | MSSA                 | ISTA(LN(x)) (no skip)    | pre-LN      |
+| llama        | MHSA with RoPE       | x + SwiGLU(RMSNorm(x))   | RMSNorm     |
+
+AoT layer (PAPER.md §2): ``Z ← Z + η · MSSA(LN(Z))``; η is absorbed into the weights unless
+``residual_scale`` makes it an explicit learnable step size (scalar) or LayerScale (per channel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from aot.config import ModelConfig
+from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
+from aot.nn.cache import LayerCache
+from aot.nn.feedforward import ISTA, GeluMLP, SwiGLU
+from aot.nn.hooks import HookPoint
+from aot.nn.norms import make_norm
+
+BLOCK_REGISTRY: dict[str, Callable[[ModelConfig], nn.Module]] = {}
+
+
+def register_block(name: str) -> Callable[[Callable[[ModelConfig], nn.Module]], Callable[[ModelConfig], nn.Module]]:
+    """Register a block constructor under ``name`` (add the name to ``config.BLOCK_TYPES`` too)."""
+
+    def wrap(factory: Callable[[ModelConfig], nn.Module]) -> Callable[[ModelConfig], nn.Module]:
+        BLOCK_REGISTRY[name] = factory
+        return factory
+
+    return wrap
+
+
+def make_block(cfg: ModelConfig) -> nn.Module:
+    return BLOCK_REGISTRY[cfg.block](cfg)
+
+
+class ResidualScale(nn.Module):
+    """The step size η of a residual branch: none, one learnable scalar, or one per channel (LayerScale)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        shape = {"none": None, "scalar": (1,), "channel": (cfg.n_embd,)}[cfg.residual_scale]
+        self.eta = None if shape is None else nn.Parameter(torch.full(shape, cfg.residual_scale_init))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.eta is None else x * self.eta
+
+
+def _attention(cfg: ModelConfig) -> nn.Module:
+    subspace = cfg.block in ("aot-mssa", "crate")
+    return MultiHeadSubspaceSelfAttention(cfg) if subspace else MultiHeadSelfAttention(cfg)
+
+
+class _Block(nn.Module):
+    """Pre-norm attention with a residual; subclasses say what follows it."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.attn_norm = make_norm(cfg)
+        self.attn = _attention(cfg)
+        self.attn_scale = ResidualScale(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def attention_step(self, x: torch.Tensor, cache: LayerCache | None) -> torch.Tensor:
+        x = self.hook_resid_pre(x)
+        branch = self.hook_attn_out(self.attn_scale(self.attn(self.attn_norm(x), cache)))
+        return x + self.drop(branch)
+
+
+@register_block("aot-mssa")
+@register_block("aot-mhsa")
+class AttentionOnlyBlock(_Block):
+    """The AoT layer: ``x + η · attn(norm(x))`` and nothing else."""
+
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
+        return self.hook_resid_post(self.attention_step(x, cache))
+
+
+@register_block("transformer")
+@register_block("llama")
+class TransformerBlock(_Block):
+    """GPT-2 / ViT (GELU MLP, LayerNorm) or Llama (SwiGLU, RMSNorm, RoPE): attention then MLP, both residual."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.mlp_norm = make_norm(cfg)
+        self.mlp = SwiGLU(cfg) if cfg.block == "llama" else GeluMLP(cfg)
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
+        x = self.hook_resid_mid(self.attention_step(x, cache))
+        x = x + self.drop(self.hook_mlp_out(self.mlp(self.mlp_norm(x))))
+        return self.hook_resid_post(x)
+
+
+@register_block("crate")
+class CrateBlock(_Block):
+    """CRATE: ``z = z + MSSA(LN(z))`` then ``z = ISTA(LN(z))`` — the sparse-coding step replaces the MLP and,
+    as in the CRATE code, has no skip connection."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.mlp_norm = make_norm(cfg)
+        self.mlp = ISTA(cfg)
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
+        x = self.hook_resid_mid(self.attention_step(x, cache))
+        return self.hook_resid_post(self.hook_mlp_out(self.mlp(self.mlp_norm(x))))

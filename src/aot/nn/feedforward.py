@@ -1,0 +1,64 @@
+"""The non-attention half of the baseline blocks: GELU MLP (GPT-2 / ViT), SwiGLU (Llama), ISTA (CRATE).
+
+AoT blocks have none of these; they exist so that a comparison changes only the block.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aot.config import ModelConfig
+
+
+class GeluMLP(nn.Module):
+    """GPT-2 / ViT feed-forward: Linear(d, r·d) → GELU → Linear(r·d, d)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        hidden = int(cfg.mlp_ratio * cfg.n_embd)
+        self.up_proj = nn.Linear(cfg.n_embd, hidden, bias=cfg.bias)
+        self.down_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.gelu(self.up_proj(x)))
+
+
+def swiglu_hidden(n_embd: int, mlp_ratio: float) -> int:
+    """Llama's hidden width: 2/3 of r·d (so SwiGLU's three matrices cost what a GELU MLP's two do),
+    rounded up to a multiple of 32."""
+    hidden = int(2 * mlp_ratio * n_embd / 3)
+    return 32 * ((hidden + 31) // 32)
+
+
+class SwiGLU(nn.Module):
+    """Llama feed-forward: W_down(SiLU(W_gate x) ⊙ W_up x), no biases."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        hidden = swiglu_hidden(cfg.n_embd, cfg.mlp_ratio)
+        self.gate_proj = nn.Linear(cfg.n_embd, hidden, bias=False)
+        self.up_proj = nn.Linear(cfg.n_embd, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class ISTA(nn.Module):
+    """CRATE's sparse-coding step (PAPER.md §6): ReLU(Z − η Dᵀ(D Z − Z) − η λ), per token.
+
+    With tokens as rows: ``relu(x + η (x D − x Dᵀ D) − η λ)``, D is a learned d × d dictionary.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.dictionary = nn.Parameter(torch.empty(cfg.n_embd, cfg.n_embd))
+        self.step = cfg.ista_step
+        self.lambd = cfg.ista_lambda
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        D = self.dictionary
+        residual = F.linear(F.linear(x, D), D.t()) - F.linear(x, D.t())  # Dᵀ(Dz − z) per token
+        return F.relu(x - self.step * residual - self.step * self.lambd)
