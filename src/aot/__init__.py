@@ -1,7 +1,7 @@
 """aot — Attention-Only Transformers via unrolled subspace denoising (Wang et al., ICML 2025).
 
-    >>> from aot import preset_config, build_model
-    >>> model = build_model(preset_config("aot-mssa-l-cpu", n_layer=2))
+>>> from aot import preset_config, build_model
+>>> model = build_model(preset_config("aot-mssa-l-cpu", n_layer=2))
 """
 
 from aot.config import ModelConfig
@@ -9,4 +9,4 @@ from aot.errors import AotError, ConfigError
 from aot.models import PRESETS, build_model, preset_config
 
 __version__ = "0.1.0"
-__all__ = ["ModelConfig", "AotError", "ConfigError", "build_model", "preset_config", "PRESETS", "__version__"]
+__all__ = ["PRESETS", "AotError", "ConfigError", "ModelConfig", "__version__", "build_model", "preset_config"]

@@ -25,10 +25,15 @@ def add_experiment_args(parser: argparse.ArgumentParser, default_out: str) -> No
     group = parser.add_argument_group("experiment")
     group.add_argument("--config", metavar="FILE", help="YAML or JSON config; command-line options override it")
     group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    group.add_argument("--device", default="auto",
-                       help="cpu, cuda, cuda:N or auto (cuda when available; default: auto)")
-    group.add_argument("--out", metavar="DIR", default=default_out,
-                       help=f"folder for results.json and figures (default: {default_out})")
+    group.add_argument(
+        "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available; default: auto)"
+    )
+    group.add_argument(
+        "--out",
+        metavar="DIR",
+        default=default_out,
+        help=f"folder for results.json and figures (default: {default_out})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aot",
         description="Attention-Only Transformers (AoT): build, train, analyse and benchmark AoT-MSSA / "
-                    "AoT-MHSA and their baselines (GPT-2, ViT, CRATE, Llama).",
+        "AoT-MHSA and their baselines (GPT-2, ViT, CRATE, Llama).",
         epilog="Run `aot COMMAND --help` for the options of each command.",
     )
     parser.add_argument("--version", action="version", version=f"aot {__version__}")

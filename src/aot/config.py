@@ -119,8 +119,19 @@ class ModelConfig:
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
         _choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
-        for name in ("n_layer", "n_embd", "n_head", "vocab_size", "block_size", "image_size",
-                     "patch_size", "in_chans", "num_classes", "n_dims", "n_points"):
+        for name in (
+            "n_layer",
+            "n_embd",
+            "n_head",
+            "vocab_size",
+            "block_size",
+            "image_size",
+            "patch_size",
+            "in_chans",
+            "num_classes",
+            "n_dims",
+            "n_points",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name}={value!r} must be a positive integer")
@@ -199,7 +210,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             import yaml
 
             data = yaml.safe_load(text)
-    except Exception as exc:  # noqa: BLE001 - any parse error becomes one line
+    except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot parse config file {str(path)!r}: {first}") from None
     if data is None:
@@ -213,4 +224,4 @@ def field_names(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-__all__ = ["ModelConfig", "BLOCK_TYPES", "TASKS", "from_dict", "load_config_file", "field_names"]
+__all__ = ["BLOCK_TYPES", "TASKS", "ModelConfig", "field_names", "from_dict", "load_config_file"]

@@ -8,5 +8,14 @@ from aot.models.lm import CausalLM
 from aot.models.presets import PRESETS, get_preset, preset_config
 from aot.models.vision import ImageClassifier
 
-__all__ = ["Backbone", "AotModel", "build_model", "CausalLM", "ImageClassifier", "InContextRegressor",
-           "PRESETS", "get_preset", "preset_config"]
+__all__ = [
+    "PRESETS",
+    "AotModel",
+    "Backbone",
+    "CausalLM",
+    "ImageClassifier",
+    "InContextRegressor",
+    "build_model",
+    "get_preset",
+    "preset_config",
+]

@@ -26,8 +26,9 @@ class Backbone(nn.Module):
         self.final_norm = make_norm(cfg) if cfg.final_norm else nn.Identity()
         self.hook_final = HookPoint()
 
-    def forward(self, x: torch.Tensor, cache: Cache | None = None,
-                return_intermediates: bool = False) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, cache: Cache | None = None, return_intermediates: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """x: (B, T, d) → (B, T, d). With ``return_intermediates`` also the residual stream after each block."""
         intermediates = []
         for index, block in enumerate(self.blocks):
@@ -39,14 +40,15 @@ class Backbone(nn.Module):
 
 
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
-    """Normal(0, init_std) for every linear and embedding weight (CRATE's kaiming-uniform for its dictionary), zeros for biases, and
-    init_std / sqrt(2 L) for residual output projections (GPT-2 / nanoGPT). Norm weights stay 1."""
+    """Normal(0, init_std) for every linear and embedding weight, zeros for biases, init_std / sqrt(2 L) for
+    residual output projections (GPT-2 / nanoGPT), CRATE's kaiming-uniform for its dictionary. Norms stay 1."""
     residual_std = cfg.init_std / math.sqrt(2 * cfg.n_layer)
-    for name, module in model.named_modules():
+    for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d)):
             nn.init.normal_(module.weight, std=cfg.init_std)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
+            bias = getattr(module, "bias", None)
+            if isinstance(bias, torch.Tensor):
+                nn.init.zeros_(bias)
         elif isinstance(module, ISTA):
             nn.init.kaiming_uniform_(module.dictionary)  # as in the CRATE code
     for name, param in model.named_parameters():

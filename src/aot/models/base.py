@@ -81,16 +81,19 @@ class AotModel(HookedModule):
         directory = Path(directory)
         config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
         if not config_path.is_file() or not weights_path.is_file():
-            raise AotError(f"{str(directory)!r} has no {CONFIG_NAME} + {WEIGHTS_NAME}; "
-                           "point to a folder written by save_pretrained")
+            raise AotError(
+                f"{str(directory)!r} has no {CONFIG_NAME} + {WEIGHTS_NAME}; "
+                "point to a folder written by save_pretrained"
+            )
         cfg = ModelConfig.from_dict({**json.loads(config_path.read_text()), **overrides})
         model = build_model(cfg)
         missing, unexpected = load_model(model, str(weights_path), strict=False)
         if missing or unexpected:
-            raise AotError(f"weights in {str(weights_path)!r} do not match the config "
-                           f"(missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})")
+            raise AotError(
+                f"weights in {str(weights_path)!r} do not match the config "
+                f"(missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
+            )
         return model
 
     def extra_repr(self) -> str:
         return f"block={self.cfg.block}, task={self.cfg.task}, params={self.num_params():,}"
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import torch
 
@@ -13,9 +14,10 @@ from aot.models.presets import PRESETS, get_preset
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "models", help="list model presets with parameter counts",
+        "models",
+        help="list model presets with parameter counts",
         description="List every named preset with its block, depth, width, heads and exact parameter count "
-                    "(non-embedding too), beside the count the paper reports. Give a NAME to print its config.",
+        "(non-embedding too), beside the count the paper reports. Give a NAME to print its config.",
     )
     parser.add_argument("name", nargs="?", help="a preset name: print its full config as JSON")
     parser.add_argument("--task", choices=["lm", "image", "icl"], help="only presets of this task")
@@ -23,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def preset_rows(task: str | None = None) -> list[dict[str, object]]:
+def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
     """One row per preset; models are built on the meta device, so even 182M costs nothing."""
     rows = []
     for name, preset in PRESETS.items():
@@ -32,10 +34,21 @@ def preset_rows(task: str | None = None) -> list[dict[str, object]]:
             continue
         with torch.device("meta"):
             model = build_model(cfg)
-        rows.append(dict(name=name, task=cfg.task, block=cfg.block, n_layer=cfg.n_layer, n_embd=cfg.n_embd,
-                         n_head=cfg.n_head, tied_output=cfg.tied_output if "mssa" in cfg.block else None,
-                         params=model.num_params(), non_embedding=model.num_params(non_embedding=True),
-                         paper_params=preset.paper_params, note=preset.note))
+        rows.append(
+            dict(
+                name=name,
+                task=cfg.task,
+                block=cfg.block,
+                n_layer=cfg.n_layer,
+                n_embd=cfg.n_embd,
+                n_head=cfg.n_head,
+                tied_output=cfg.tied_output if "mssa" in cfg.block else None,
+                params=model.num_params(),
+                non_embedding=model.num_params(non_embedding=True),
+                paper_params=preset.paper_params,
+                note=preset.note,
+            )
+        )
     return rows
 
 
@@ -51,11 +64,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def markdown_table(rows: list[dict[str, object]]) -> str:
-    lines = ["| preset | task | block | layers | width | heads | params | non-emb. | paper |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| preset | task | block | layers | width | heads | params | non-emb. | paper |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         block = str(r["block"]) + (" (tied)" if r["tied_output"] else "")
-        lines.append(f"| {r['name']} | {r['task']} | {block} | {r['n_layer']} | {r['n_embd']} | {r['n_head']} | "
-                     f"{r['params'] / 1e6:.2f}M | {r['non_embedding'] / 1e6:.2f}M | {r['paper_params'] or '—'} |")
+        lines.append(
+            f"| {r['name']} | {r['task']} | {block} | {r['n_layer']} | {r['n_embd']} | {r['n_head']} | "
+            f"{r['params'] / 1e6:.2f}M | {r['non_embedding'] / 1e6:.2f}M | {r['paper_params'] or '—'} |"
+        )
     return "\n".join(lines)

@@ -33,10 +33,12 @@ class InContextRegressor(AotModel):
 
     def forward(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
         """Predict y_i from (x_1, y_1, …, x_i): returns (B, n)."""
-        B, n, D = xs.shape
-        if D != self.cfg.n_dims or n > self.cfg.n_points:
-            raise AotError(f"prompt of {n} points in {D} dims does not fit n_points={self.cfg.n_points}, "
-                           f"n_dims={self.cfg.n_dims}; rebuild the model or shorten the prompt")
+        _B, n, D = xs.shape
+        if self.cfg.n_dims != D or n > self.cfg.n_points:
+            raise AotError(
+                f"prompt of {n} points in {D} dims does not fit n_points={self.cfg.n_points}, "
+                f"n_dims={self.cfg.n_dims}; rebuild the model or shorten the prompt"
+            )
         x = self.read_in(self.interleave(xs, ys))
         if self.pos_embed is not None:
             x = x + self.pos_embed(torch.arange(2 * n, device=xs.device))

@@ -30,15 +30,18 @@ class CausalLM(AotModel):
         """idx: (B, T) token ids → (B, T, d); positions start at ``offset`` (the cached length)."""
         T = idx.shape[1]
         if offset + T > self.cfg.block_size:
-            raise AotError(f"sequence of {offset + T} tokens exceeds block_size={self.cfg.block_size}; "
-                           "crop the input or build the model with a larger block_size")
+            raise AotError(
+                f"sequence of {offset + T} tokens exceeds block_size={self.cfg.block_size}; "
+                "crop the input or build the model with a larger block_size"
+            )
         x = self.tok_embed(idx)
         if self.pos_embed is not None:
             x = x + self.pos_embed(torch.arange(offset, offset + T, device=idx.device))
         return self.hook_embed(self.drop(x))
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                cache: Cache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: Cache | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Returns (logits (B, T, V), mean cross-entropy or None). With a ``cache`` the call appends to it
         and ``idx`` holds only the new tokens."""
         offset = cache.length if cache is not None else 0
@@ -50,17 +53,23 @@ class CausalLM(AotModel):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None, use_cache: bool = True,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Sample ``max_new_tokens`` continuations of idx (B, T). ``temperature=0`` is greedy."""
         cache = self.new_cache() if use_cache else None
         step_input = idx
         for _ in range(max_new_tokens):
             if cache is None:
-                step_input = idx[:, -self.cfg.block_size:]
+                step_input = idx[:, -self.cfg.block_size :]
             elif cache.length + step_input.shape[1] > self.cfg.block_size:
-                cache, step_input = self.new_cache(), idx[:, -self.cfg.block_size:]  # window full: restart
+                cache, step_input = self.new_cache(), idx[:, -self.cfg.block_size :]  # window full: restart
             logits, _ = self(step_input, cache=cache)
             next_token = sample_next(logits[:, -1], temperature, top_k, generator)
             idx = torch.cat([idx, next_token], dim=1)
@@ -68,8 +77,9 @@ class CausalLM(AotModel):
         return idx
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """logits (B, V) → next token ids (B, 1)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)

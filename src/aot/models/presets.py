@@ -41,52 +41,104 @@ _IMAGENET = dict(task="image", image_size=224, patch_size=16, in_chans=3, num_cl
 _FASHION = dict(task="image", image_size=28, patch_size=4, in_chans=1, num_classes=10)
 _ICL = dict(task="icl", n_dims=20, n_points=41)
 
-PRESETS: dict[str, Preset] = {p.name: p for p in [
-    # -- language, the paper's scale (OpenWebText, GPT-2 BPE) --------------------------------------
-    Preset("gpt2-base", _lm("transformer", 12, 768, 12, **_PAPER_LM), "GPT-2 small", "124M"),
-    Preset("aot-mhsa-l-base", _lm("aot-mhsa", 35, 768, 12, **_PAPER_LM),
-           "35 MHSA layers (4d² each) land on 122M", "122M"),
-    Preset("aot-mssa-l-base", _lm("aot-mssa", 53, 768, 12, tied_output=False, **_PAPER_LM),
-           "53 MSSA layers with a learned W_O (2d² each) land on 102M", "102M"),
-    Preset("aot-mssa-l-medium", _lm("aot-mssa", 62, 1024, 16, tied_output=False, **_PAPER_LM),
-           "GPT-2 Medium's width 1024; 62 MSSA layers land on 182M", "182M"),
-    # -- language, CPU scale (d = 256, ~4.7M non-embedding parameters each) -------------------------
-    Preset("gpt2-cpu", _lm("transformer", 6, 256, 4, **_CPU_LM), "GPT-2 block, 6 layers"),
-    Preset("aot-mhsa-l-cpu", _lm("aot-mhsa", 18, 256, 4, **_CPU_LM), "AoT-MHSA, 18 layers"),
-    Preset("aot-mssa-l-cpu", _lm("aot-mssa", 36, 256, 4, tied_output=False, **_CPU_LM),
-           "AoT-MSSA with learned W_O, 36 layers"),
-    Preset("aot-mssa-tied-l-cpu", _lm("aot-mssa", 72, 256, 4, tied_output=True, **_CPU_LM),
-           "AoT-MSSA as in the paper's formula (tied output), 72 layers"),
-    Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
-    Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
-    # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
-    Preset("vit-s", dict(block="transformer", n_layer=12, n_embd=384, n_head=6, **_IMAGENET),
-           "ViT-S/16", "22M"),
-    Preset("aot-mssa-v-s", dict(block="aot-mssa", n_layer=17, n_embd=768, n_head=12, tied_output=False,
-                                norm="none", **_IMAGENET),
-           "no LayerNorm inside (as the paper's vision models); width 768, 17 layers land on 22M", "22M"),
-    Preset("aot-mhsa-v-s", dict(block="aot-mhsa", n_layer=24, n_embd=384, n_head=6, norm="none", **_IMAGENET),
-           "no LayerNorm inside; ViT-S width 384, 24 layers land on 15M", "15M"),
-    Preset("crate-v-b", dict(block="crate", n_layer=12, n_embd=768, n_head=12, tied_output=False,
-                             **_IMAGENET), "CRATE-B/16", "22.8M"),
-    # -- vision, CPU scale (Fashion-MNIST 28², patch 4) ----------------------------------------------
-    Preset("vit-cpu", dict(block="transformer", n_layer=4, n_embd=128, n_head=4, **_FASHION), "ViT, 4 layers"),
-    Preset("aot-mssa-v-cpu", dict(block="aot-mssa", n_layer=24, n_embd=128, n_head=4, tied_output=False,
-                                  norm="none", **_FASHION), "AoT-MSSA-V, 24 layers, no LayerNorm"),
-    Preset("aot-mhsa-v-cpu", dict(block="aot-mhsa", n_layer=12, n_embd=128, n_head=4, norm="none",
-                                  **_FASHION), "AoT-MHSA-V, 12 layers, no LayerNorm"),
-    Preset("crate-v-cpu", dict(block="crate", n_layer=16, n_embd=128, n_head=4, tied_output=False,
-                               **_FASHION), "CRATE, 16 layers"),
-    # -- in-context regression (Garg et al.: d = 256, 8 heads, x in R^20, up to 41 points) -------------
-    Preset("gpt2-icl", dict(block="transformer", n_layer=12, n_embd=256, n_head=8, **_ICL),
-           "Garg et al.'s GPT-2, 12 layers"),
-    Preset("llama-icl", dict(block="llama", n_layer=12, n_embd=256, n_head=8, bias=False, **_ICL),
-           "Llama block (RoPE, SwiGLU, RMSNorm), 12 layers"),
-    Preset("aot-mhsa-icl", dict(block="aot-mhsa", n_layer=36, n_embd=256, n_head=8, **_ICL),
-           "AoT-MHSA at GPT-2's parameter count, 36 layers"),
-    Preset("aot-mssa-icl", dict(block="aot-mssa", n_layer=72, n_embd=256, n_head=8, tied_output=False, **_ICL),
-           "AoT-MSSA (learned W_O) at GPT-2's parameter count, 72 layers"),
-]}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        # -- language, the paper's scale (OpenWebText, GPT-2 BPE) --------------------------------------
+        Preset("gpt2-base", _lm("transformer", 12, 768, 12, **_PAPER_LM), "GPT-2 small", "124M"),
+        Preset(
+            "aot-mhsa-l-base",
+            _lm("aot-mhsa", 35, 768, 12, **_PAPER_LM),
+            "35 MHSA layers (4d² each) land on 122M",
+            "122M",
+        ),
+        Preset(
+            "aot-mssa-l-base",
+            _lm("aot-mssa", 53, 768, 12, tied_output=False, **_PAPER_LM),
+            "53 MSSA layers with a learned W_O (2d² each) land on 102M",
+            "102M",
+        ),
+        Preset(
+            "aot-mssa-l-medium",
+            _lm("aot-mssa", 62, 1024, 16, tied_output=False, **_PAPER_LM),
+            "GPT-2 Medium's width 1024; 62 MSSA layers land on 182M",
+            "182M",
+        ),
+        # -- language, CPU scale (d = 256, ~4.7M non-embedding parameters each) -------------------------
+        Preset("gpt2-cpu", _lm("transformer", 6, 256, 4, **_CPU_LM), "GPT-2 block, 6 layers"),
+        Preset("aot-mhsa-l-cpu", _lm("aot-mhsa", 18, 256, 4, **_CPU_LM), "AoT-MHSA, 18 layers"),
+        Preset(
+            "aot-mssa-l-cpu",
+            _lm("aot-mssa", 36, 256, 4, tied_output=False, **_CPU_LM),
+            "AoT-MSSA with learned W_O, 36 layers",
+        ),
+        Preset(
+            "aot-mssa-tied-l-cpu",
+            _lm("aot-mssa", 72, 256, 4, tied_output=True, **_CPU_LM),
+            "AoT-MSSA as in the paper's formula (tied output), 72 layers",
+        ),
+        Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
+        Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
+        # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
+        Preset("vit-s", dict(block="transformer", n_layer=12, n_embd=384, n_head=6, **_IMAGENET), "ViT-S/16", "22M"),
+        Preset(
+            "aot-mssa-v-s",
+            dict(block="aot-mssa", n_layer=17, n_embd=768, n_head=12, tied_output=False, norm="none", **_IMAGENET),
+            "no LayerNorm inside (as the paper's vision models); width 768, 17 layers land on 22M",
+            "22M",
+        ),
+        Preset(
+            "aot-mhsa-v-s",
+            dict(block="aot-mhsa", n_layer=24, n_embd=384, n_head=6, norm="none", **_IMAGENET),
+            "no LayerNorm inside; ViT-S width 384, 24 layers land on 15M",
+            "15M",
+        ),
+        Preset(
+            "crate-v-b",
+            dict(block="crate", n_layer=12, n_embd=768, n_head=12, tied_output=False, **_IMAGENET),
+            "CRATE-B/16",
+            "22.8M",
+        ),
+        # -- vision, CPU scale (Fashion-MNIST 28², patch 4) ----------------------------------------------
+        Preset("vit-cpu", dict(block="transformer", n_layer=4, n_embd=128, n_head=4, **_FASHION), "ViT, 4 layers"),
+        Preset(
+            "aot-mssa-v-cpu",
+            dict(block="aot-mssa", n_layer=24, n_embd=128, n_head=4, tied_output=False, norm="none", **_FASHION),
+            "AoT-MSSA-V, 24 layers, no LayerNorm",
+        ),
+        Preset(
+            "aot-mhsa-v-cpu",
+            dict(block="aot-mhsa", n_layer=12, n_embd=128, n_head=4, norm="none", **_FASHION),
+            "AoT-MHSA-V, 12 layers, no LayerNorm",
+        ),
+        Preset(
+            "crate-v-cpu",
+            dict(block="crate", n_layer=16, n_embd=128, n_head=4, tied_output=False, **_FASHION),
+            "CRATE, 16 layers",
+        ),
+        # -- in-context regression (Garg et al.: d = 256, 8 heads, x in R^20, up to 41 points) -------------
+        Preset(
+            "gpt2-icl",
+            dict(block="transformer", n_layer=12, n_embd=256, n_head=8, **_ICL),
+            "Garg et al.'s GPT-2, 12 layers",
+        ),
+        Preset(
+            "llama-icl",
+            dict(block="llama", n_layer=12, n_embd=256, n_head=8, bias=False, **_ICL),
+            "Llama block (RoPE, SwiGLU, RMSNorm), 12 layers",
+        ),
+        Preset(
+            "aot-mhsa-icl",
+            dict(block="aot-mhsa", n_layer=36, n_embd=256, n_head=8, **_ICL),
+            "AoT-MHSA at GPT-2's parameter count, 36 layers",
+        ),
+        Preset(
+            "aot-mssa-icl",
+            dict(block="aot-mssa", n_layer=72, n_embd=256, n_head=8, tied_output=False, **_ICL),
+            "AoT-MSSA (learned W_O) at GPT-2's parameter count, 72 layers",
+        ),
+    ]
+}
 
 
 def get_preset(name: str) -> Preset:

@@ -24,7 +24,7 @@ class ImageClassifier(AotModel):
         self.patch_embed = nn.Conv2d(cfg.in_chans, cfg.n_embd, cfg.patch_size, stride=cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.n_embd))
         self.pos_embed = nn.Parameter(torch.zeros(1, self.num_patches + 1, cfg.n_embd))
-        self.head = nn.Linear(cfg.n_embd, cfg.num_classes)
+        self.head: nn.Module = nn.Linear(cfg.n_embd, cfg.num_classes)
         self.hook_embed = HookPoint()
         self._finish()
         nn.init.normal_(self.cls_token, std=cfg.init_std)
@@ -46,8 +46,9 @@ class ImageClassifier(AotModel):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(images))
 
-    def forward_intermediates(self, images: torch.Tensor,
-                              indices: list[int] | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward_intermediates(
+        self, images: torch.Tensor, indices: list[int] | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Final features and the residual stream after the blocks in ``indices`` (default: all)."""
         features, intermediates = self.backbone(self.embed(images), return_intermediates=True)
         wanted = range(len(intermediates)) if indices is None else indices

@@ -6,7 +6,16 @@ from aot.nn.cache import Cache, LayerCache
 from aot.nn.hooks import HookedModule, HookPoint
 
 __all__ = [
-    "MultiHeadSubspaceSelfAttention", "MultiHeadSelfAttention", "reference_attention",
-    "AttentionOnlyBlock", "TransformerBlock", "CrateBlock", "make_block", "BLOCK_REGISTRY",
-    "Cache", "LayerCache", "HookPoint", "HookedModule",
+    "BLOCK_REGISTRY",
+    "AttentionOnlyBlock",
+    "Cache",
+    "CrateBlock",
+    "HookPoint",
+    "HookedModule",
+    "LayerCache",
+    "MultiHeadSelfAttention",
+    "MultiHeadSubspaceSelfAttention",
+    "TransformerBlock",
+    "make_block",
+    "reference_attention",
 ]

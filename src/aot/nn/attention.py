@@ -28,8 +28,9 @@ from aot.nn.hooks import HookPoint
 from aot.nn.rotary import Rotary
 
 
-def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float,
-                        mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ · scale + mask) v, computed explicitly. Returns (output, pattern).
 
     q: (B, H, Tq, p); k, v: (B, H, Tk, p); mask: bool (Tq, Tk), True where attention is allowed.
@@ -77,8 +78,7 @@ class _AttentionCore(nn.Module):
             return q, k
         return self.rotary(q, offset=q_offset), self.rotary(k, offset=0)
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               need_weights: bool = False) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
         """Attention of q (B,H,Tq,p) over k, v (B,H,Tk,p); the queries are the last Tq positions."""
         n_query, n_key = q.shape[-2], k.shape[-2]
         dropout = self.dropout if self.training else 0.0
@@ -100,8 +100,9 @@ class _AttentionCore(nn.Module):
             mask, is_causal = None, True
         else:  # a chunk of queries after a cached prefix
             mask, is_causal = causal_mask(n_query, n_key, q.device), False
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
-                                             is_causal=is_causal, scale=self.scale)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scale
+        )
         return self.hook_z(out)
 
 
@@ -123,8 +124,7 @@ class MultiHeadSubspaceSelfAttention(_AttentionCore):
         W = self.subspace_proj.weight  # (K·p, d)
         return W.view(self.n_head, self.head_dim, -1).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, cache: LayerCache | None = None,
-                need_weights: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None, need_weights: bool = False) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
         proj = self.hook_subspace(self._split(self.subspace_proj(x)))  # (B, K, T, p) = U_kᵀ z
         (proj_all,) = cache.extend(proj) if cache is not None else (proj,)  # one cached tensor per layer
@@ -146,8 +146,7 @@ class MultiHeadSelfAttention(_AttentionCore):
         self.hook_k = HookPoint()
         self.hook_v = HookPoint()
 
-    def forward(self, x: torch.Tensor, cache: LayerCache | None = None,
-                need_weights: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None, need_weights: bool = False) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
         q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)

@@ -78,15 +78,15 @@ class HookedModule(nn.Module):
                     raise KeyError(f"no hook point matches {selector!r}; see model.hook_points()")
                 for name in names:
                     point = points[name]
-                    handles.append(point.register_forward_hook(
-                        lambda mod, inp, out, fn=fn: fn(out, mod)))
+                    handles.append(point.register_forward_hook(lambda mod, inp, out, fn=fn: fn(out, mod)))
             yield
         finally:
             for handle in handles:
                 handle.remove()
 
-    def run_with_cache(self, *args: Any, names_filter: NamesFilter = None,
-                       detach: bool = True, **kwargs: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+    def run_with_cache(
+        self, *args: Any, names_filter: NamesFilter = None, detach: bool = True, **kwargs: Any
+    ) -> tuple[Any, dict[str, torch.Tensor]]:
         """Run ``forward`` and return ``(output, cache)``; cache maps hook names to activations. Pass a
         ``names_filter`` (a name, a list, or a predicate) to cache only what you need."""
         cache: dict[str, torch.Tensor] = {}
