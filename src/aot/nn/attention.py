@@ -38,7 +38,8 @@ def reference_attention(
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    pattern = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    # softmax in at least float32 (bf16 scores lose the small weights), in float64 when given float64
+    pattern = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
     return torch.matmul(pattern, v), pattern
 
 

@@ -1,0 +1,55 @@
+"""The `aot` command: help, the presets table, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from aot.cli import build_parser, main
+from aot.models import PRESETS
+
+
+def test_models_table_lists_every_preset_with_counts(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in PRESETS:
+        assert f"| {name} |" in out
+    assert "| gpt2-base | lm | transformer | 12 | 768 | 12 | 124.44M |" in out
+
+
+def test_models_json_and_single_preset(capsys):
+    assert main(["models", "--json", "--task", "image"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["task"] for r in rows} == {"image"}
+    assert main(["models", "aot-mssa-l-base"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_layer"] == 53
+
+
+def test_unknown_preset_is_a_one_line_error(capsys):
+    assert main(["models", "aot-mssa-l-bse"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'aot-mssa-l-base'" in err
+
+
+def test_console_script_help_runs_in_a_fresh_process():
+    result = subprocess.run([sys.executable, "-m", "aot.cli", "--help"], capture_output=True, text=True, check=True)
+    assert "models" in result.stdout
+
+
+def _subcommands() -> list[str]:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(action.choices)
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_every_subcommand_has_a_useful_help(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert len(out) > 200 and "usage: aot " + command in out

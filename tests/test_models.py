@@ -1,0 +1,289 @@
+"""Models: causality, closed-form parameter counts, every preset end to end, caches, hooks, persistence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aot.config import ModelConfig
+from aot.errors import AotError
+from aot.models import PRESETS, AotModel, build_model, preset_config
+from aot.nn.blocks import make_block
+from aot.nn.feedforward import swiglu_hidden
+
+
+def tiny(block: str, task: str = "lm", **kw) -> ModelConfig:
+    base = dict(
+        block=block,
+        task=task,
+        n_layer=2,
+        n_embd=16,
+        n_head=4,
+        vocab_size=13,
+        block_size=12,
+        image_size=8,
+        patch_size=4,
+        in_chans=1,
+        num_classes=3,
+        n_dims=5,
+        n_points=6,
+    )
+    return ModelConfig(**{**base, **kw})
+
+
+CAUSAL_CASES = [
+    (block, task, position)
+    for block in ["aot-mssa", "aot-mhsa", "transformer", "crate", "llama"]
+    for task in ["lm", "icl"]
+    for position in ["learned", "rope"]
+]
+
+
+@pytest.mark.parametrize(("block", "task", "position"), CAUSAL_CASES)
+def test_changing_the_future_leaves_past_outputs_bit_equal(block, task, position):
+    torch.manual_seed(0)
+    model = build_model(tiny(block, task, position=position)).double().eval()
+    t = 5 if task == "lm" else 2  # outputs at positions <= t must not see positions > t
+    if task == "lm":
+        idx = torch.randint(0, 13, (2, 12))
+        changed = idx.clone()
+        changed[:, t + 1 :] = (changed[:, t + 1 :] + 1) % 13
+        before, after = model(idx)[0], model(changed)[0]
+    else:
+        xs, ys = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(2, 6, dtype=torch.float64)
+        xs2, ys2 = xs.clone(), ys.clone()
+        xs2[:, t + 1 :] += 1.0
+        ys2[:, t:] += 1.0  # y_t comes after x_t in the prompt, so the prediction for x_t must not see it
+        before, after = model(xs, ys), model(xs2, ys2)
+    assert torch.equal(before[:, : t + 1], after[:, : t + 1])
+    assert not torch.equal(before[:, t + 1 :], after[:, t + 1 :])  # the future does matter
+
+
+def test_image_model_is_not_causal():
+    model = build_model(tiny("aot-mssa", "image")).double().eval()
+    images = torch.randn(1, 1, 8, 8, dtype=torch.float64)
+    features = model.forward_features(images)
+    images2 = images.clone()
+    images2[..., 4:, 4:] += 1.0  # the last patch
+    assert not torch.equal(features[:, 0], model.forward_features(images2)[:, 0])  # class token sees it
+
+
+def closed_form_block_params(cfg: ModelConfig) -> int:
+    """Parameters of one block, written out from the architecture (PAPER.md §2, §6)."""
+    d, K, p = cfg.n_embd, cfg.n_head, cfg.p
+    ln = 2 * d if cfg.norm == "layernorm" else d if cfg.norm == "rmsnorm" else 0
+    mssa = d * K * p + (0 if cfg.tied_output else K * p * d + d)  # U, and a learned W_O with bias
+    mhsa = 4 * d * d + (4 * d if cfg.bias else 0)
+    eta = {"none": 0, "scalar": 1, "channel": d}[cfg.residual_scale]
+    if cfg.block == "aot-mssa":
+        return ln + mssa + eta
+    if cfg.block == "aot-mhsa":
+        return ln + mhsa + eta
+    if cfg.block == "transformer":
+        hidden = int(cfg.mlp_ratio * d)
+        return 2 * ln + mhsa + 2 * d * hidden + hidden + d + eta
+    if cfg.block == "crate":
+        return 2 * ln + mssa + d * d + eta
+    if cfg.block == "llama":
+        return 2 * ln + 4 * d * d + 3 * d * swiglu_hidden(d, cfg.mlp_ratio) + eta
+    raise AssertionError(cfg.block)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(block="aot-mssa", tied_output=True, norm="none"),
+        dict(block="aot-mssa", tied_output=True),
+        dict(block="aot-mssa", tied_output=False, head_dim=6),
+        dict(block="aot-mssa", tied_output=True, residual_scale="scalar"),
+        dict(block="aot-mhsa"),
+        dict(block="aot-mhsa", residual_scale="channel"),
+        dict(block="transformer"),
+        dict(block="crate", tied_output=False),
+        dict(block="llama", bias=False),
+    ],
+    ids=str,
+)
+def test_block_parameter_count_equals_closed_form(fields):
+    cfg = tiny(**fields)
+    block = make_block(cfg)
+    assert sum(p.numel() for p in block.parameters()) == closed_form_block_params(cfg)
+
+
+def test_tied_mssa_is_d_K_p_per_layer():
+    cfg = tiny("aot-mssa", tied_output=True, norm="none", head_dim=3)
+    assert sum(p.numel() for p in make_block(cfg).parameters()) == 16 * 4 * 3
+
+
+def test_lm_head_is_tied_and_counted_once():
+    model = build_model(tiny("transformer"))
+    assert model.lm_head.weight is model.tok_embed.weight
+    n_blocks = sum(p.numel() for p in model.backbone.blocks.parameters())
+    assert model.num_params() == 13 * 16 + 12 * 16 + n_blocks + 2 * 16  # embeddings + blocks + final LN
+    assert model.num_params(non_embedding=True) == n_blocks + 2 * 16
+
+
+def _tiny_input(model: AotModel):
+    cfg = model.cfg
+    if cfg.task == "lm":
+        idx = torch.randint(0, cfg.vocab_size, (1, 8))
+        return (idx, idx)
+    if cfg.task == "image":
+        return (torch.randn(1, cfg.in_chans, cfg.image_size, cfg.image_size),)
+    return (torch.randn(1, 4, cfg.n_dims), torch.randn(1, 4))
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_builds_runs_forward_and_backward(name):
+    torch.manual_seed(0)
+    model = build_model(preset_config(name))
+    inputs = _tiny_input(model)
+    out = model(*inputs)
+    if model.cfg.task == "lm":
+        logits, loss = out
+        assert logits.shape == (1, 8, model.cfg.vocab_size)
+    else:
+        loss = out.float().pow(2).mean()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    # every parameter reaches the loss (nothing built but left unused)
+    assert all(g.abs().sum() > 0 for g in grads if g is not None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (dict(n_embd=100, n_head=3), "n_embd=100 is not divisible by n_head=3"),
+        (dict(block="mamba"), "block='mamba' is not one of"),
+        (dict(n_layer=0), "n_layer=0 must be a positive integer"),
+        (dict(block="aot-mhsa", head_dim=8), "needs n_head*head_dim == n_embd"),
+        (dict(task="image", image_size=30, patch_size=4), "image_size=30 is not divisible by patch_size=4"),
+        (dict(dropout=1.5), "dropout=1.5"),
+        (dict(position="rope", head_dim=3, block="aot-mssa"), "even head_dim"),
+    ],
+)
+def test_bad_config_raises_one_line_error_naming_the_field(fields, message):
+    base = dict(n_layer=2, n_embd=16, n_head=4)
+    with pytest.raises(AotError) as info:
+        ModelConfig(**{**base, **fields})
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_config_field_suggests_the_right_one():
+    with pytest.raises(AotError, match=r"unknown field 'n_embed'.*did you mean 'n_embd'"):
+        ModelConfig.from_dict({"n_embed": 64})
+
+
+def test_config_round_trips_through_dict():
+    cfg = preset_config("aot-mssa-l-cpu", n_layer=3)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize("block", ["aot-mssa", "aot-mhsa", "llama"])
+def test_cached_decoding_equals_full_forward(block):
+    torch.manual_seed(0)
+    model = build_model(tiny(block, position="rope" if block == "llama" else "learned")).double().eval()
+    idx = torch.randint(0, 13, (2, 10))
+    full = model(idx)[0]
+    cache = model.new_cache()
+    chunks = [model(idx[:, :4], cache=cache)[0], model(idx[:, 4:7], cache=cache)[0]]  # prefill, then a chunk
+    chunks += [model(idx[:, t : t + 1], cache=cache)[0] for t in range(7, 10)]  # one token at a time
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-10, atol=1e-12)
+    assert cache.length == 10
+
+
+def test_mssa_caches_half_the_bytes_of_mhsa():
+    sizes = {}
+    for block in ["aot-mssa", "aot-mhsa"]:
+        model = build_model(tiny(block)).eval()
+        cache = model.new_cache()
+        model(torch.randint(0, 13, (1, 7)), cache=cache)
+        sizes[block] = cache.nbytes
+    assert sizes["aot-mssa"] * 2 == sizes["aot-mhsa"]
+
+
+def test_generate_with_and_without_cache_agree_greedily():
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa")).double().eval()
+    prompt = torch.randint(0, 13, (1, 3))
+    with_cache = model.generate(prompt, 12, temperature=0, use_cache=True)  # runs past block_size=12
+    without = model.generate(prompt, 12, temperature=0, use_cache=False)
+    assert with_cache.shape == (1, 15)
+    assert torch.equal(with_cache[:, :12], without[:, :12])
+
+
+def test_run_with_cache_names_and_subspace_projection():
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa", norm="none")).double().eval()
+    idx = torch.randint(0, 13, (1, 6))
+    _, cache = model.run_with_cache(idx, names_filter=lambda n: n.startswith("blocks.1."))
+    assert set(cache) == {
+        "blocks.1.hook_resid_pre",
+        "blocks.1.hook_attn_out",
+        "blocks.1.hook_resid_post",
+        "blocks.1.attn.hook_subspace",
+        "blocks.1.attn.hook_pattern",
+        "blocks.1.attn.hook_z",
+    }
+    # hook_subspace holds U_kᵀ z for every token and head
+    U = model.backbone.blocks[1].attn.bases()  # (K, d, p)
+    expected = torch.einsum("btd,kdp->bktp", cache["blocks.1.hook_resid_pre"], U)
+    torch.testing.assert_close(cache["blocks.1.attn.hook_subspace"], expected)
+    pattern = cache["blocks.1.attn.hook_pattern"]
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(1, 4, 6, dtype=torch.float64))
+    assert torch.all(pattern.triu(1) == 0)  # causal
+
+
+def test_hook_can_patch_an_activation():
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mhsa")).eval()
+    idx = torch.randint(0, 13, (1, 6))
+    clean = model(idx)[0]
+    with model.hooks([("blocks.0.hook_attn_out", lambda t, hook: torch.zeros_like(t))]):
+        patched = model(idx)[0]
+    assert not torch.allclose(clean, patched)
+    torch.testing.assert_close(model(idx)[0], clean)  # hooks are removed afterwards
+    with pytest.raises(KeyError, match="no hook point matches"), model.hooks([("blocks.9.nothing", print)]):
+        pass
+
+
+def test_save_and_load_pretrained_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa", tied_output=False)).eval()
+    model.save_pretrained(tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
+    loaded = AotModel.from_pretrained(tmp_path / "m").eval()
+    idx = torch.randint(0, 13, (1, 6))
+    torch.testing.assert_close(loaded(idx)[0], model(idx)[0], rtol=0, atol=0)
+    with pytest.raises(AotError, match=r"has no config\.json"):
+        AotModel.from_pretrained(tmp_path / "missing")
+
+
+def test_vision_model_follows_timm_interface():
+    model = build_model(tiny("aot-mssa", "image", norm="none")).eval()
+    images = torch.randn(2, 1, 8, 8)
+    features, inter = model.forward_intermediates(images, indices=[0, 1])
+    assert features.shape == (2, 5, 16) and len(inter) == 2
+    torch.testing.assert_close(model.forward_head(features), model(images))
+    assert model.forward_head(features, pre_logits=True).shape == (2, 16)
+    model.reset_classifier(7)
+    assert model(images).shape == (2, 7)
+    assert {"pos_embed", "cls_token"} <= model.no_weight_decay()
+
+
+def test_icl_interleaves_x_and_y():
+    xs = torch.arange(2 * 3 * 4, dtype=torch.float32).view(2, 3, 4)
+    ys = torch.tensor([[10.0, 11.0, 12.0], [20.0, 21.0, 22.0]])
+    seq = build_model(tiny("aot-mssa", "icl", n_dims=4)).interleave(xs, ys)
+    assert seq.shape == (2, 6, 4)
+    torch.testing.assert_close(seq[:, 0::2], xs)
+    torch.testing.assert_close(seq[:, 1::2, 0], ys)
+    assert torch.all(seq[:, 1::2, 1:] == 0)
+
+
+def test_too_long_input_is_a_clear_error():
+    model = build_model(tiny("aot-mssa"))
+    with pytest.raises(AotError, match="exceeds block_size=12"):
+        model(torch.zeros(1, 13, dtype=torch.long))

@@ -1,0 +1,167 @@
+"""The equations of PAPER.md §2 and §6 against direct, independent computations (float64, NumPy)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from aot.config import ModelConfig
+from aot.models import build_model
+from aot.nn.attention import MultiHeadSubspaceSelfAttention
+from aot.nn.blocks import AttentionOnlyBlock
+from aot.nn.feedforward import ISTA
+from aot.nn.rotary import Rotary
+
+
+def softmax_columns(S: np.ndarray) -> np.ndarray:
+    """φ of the paper: softmax applied to each column."""
+    E = np.exp(S - S.max(axis=0, keepdims=True))
+    return E / E.sum(axis=0, keepdims=True)
+
+
+def paper_mssa_step(Z: np.ndarray, bases: list[np.ndarray], eta: float) -> np.ndarray:
+    """Z⁺ = Z + η Σ_k U_k U_kᵀ Z softmax(Zᵀ U_k U_kᵀ Z); Z is d × N, tokens as columns."""
+    out = Z.copy()
+    for U in bases:
+        P = U.T @ Z  # p × N
+        out += eta * U @ P @ softmax_columns(P.T @ P)
+    return out
+
+
+def random_bases(d: int, K: int, p: int, rng: np.random.Generator) -> list[np.ndarray]:
+    Q, _ = np.linalg.qr(rng.standard_normal((d, K * p)))
+    return [Q[:, k * p : (k + 1) * p] for k in range(K)]
+
+
+def test_fused_tied_unscaled_mssa_layer_equals_the_papers_formula():
+    d, K, p, N, eta = 12, 3, 4, 7, 0.37
+    rng = np.random.default_rng(0)
+    bases = random_bases(d, K, p, rng)
+    Z = rng.standard_normal((d, N))
+
+    cfg = ModelConfig(
+        block="aot-mssa",
+        task="image",
+        n_embd=d,
+        n_head=K,
+        head_dim=p,
+        tied_output=True,
+        attn_scale=False,
+        norm="none",
+        residual_scale="scalar",
+        residual_scale_init=eta,
+    )
+    block = AttentionOnlyBlock(cfg).double()
+    with torch.no_grad():
+        block.attn.subspace_proj.weight.copy_(torch.from_numpy(np.concatenate(bases, axis=1).T))
+        block.attn_scale.eta.fill_(eta)  # in float64 (the init value was rounded to float32)
+    assert not block.attn.use_reference  # the fused SDPA path
+    out = block(torch.from_numpy(Z.T)[None])[0].detach().numpy().T  # rows ↔ columns
+
+    np.testing.assert_allclose(out, paper_mssa_step(Z, bases, eta), rtol=1e-10, atol=1e-12)
+
+
+def test_bases_view_returns_each_U_k():
+    cfg = ModelConfig(block="aot-mssa", task="image", n_embd=8, n_head=2, head_dim=3)
+    attn = MultiHeadSubspaceSelfAttention(cfg)
+    W = attn.subspace_proj.weight.detach()  # (K·p, d)
+    U = attn.bases().detach()
+    assert U.shape == (2, 8, 3)
+    torch.testing.assert_close(U[1], W[3:6].T)
+
+
+def test_scaled_untied_mssa_equals_direct_computation():
+    d, K, p, N = 10, 2, 3, 5
+    rng = np.random.default_rng(1)
+    cfg = ModelConfig(block="aot-mssa", task="image", n_embd=d, n_head=K, head_dim=p, tied_output=False)
+    attn = MultiHeadSubspaceSelfAttention(cfg).double()
+    W_U = attn.subspace_proj.weight.detach().numpy()
+    W_O, b_O = attn.out_proj.weight.detach().numpy(), attn.out_proj.bias.detach().numpy()
+    X = rng.standard_normal((N, d))
+    heads = []
+    for k in range(K):
+        P = X @ W_U[k * p : (k + 1) * p].T  # N × p
+        S = P @ P.T / np.sqrt(p)
+        A = np.exp(S - S.max(1, keepdims=True))
+        heads.append((A / A.sum(1, keepdims=True)) @ P)
+    expected = np.concatenate(heads, axis=1) @ W_O.T + b_O
+    out = attn(torch.from_numpy(X)[None])[0].detach().numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_ista_step_equals_crate_formula_in_column_form():
+    """ReLU(Z − η Dᵀ(D Z − Z) − η λ) with Z as columns (PAPER.md §6)."""
+    d, N = 6, 4
+    rng = np.random.default_rng(2)
+    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, ista_step=0.1, ista_lambda=0.1)
+    ista = ISTA(cfg).double()
+    D = rng.standard_normal((d, d))
+    with torch.no_grad():
+        ista.dictionary.copy_(torch.from_numpy(D))
+    Z = rng.standard_normal((d, N))
+    expected = np.maximum(Z - 0.1 * D.T @ (D @ Z - Z) - 0.1 * 0.1, 0.0)
+    out = ista(torch.from_numpy(Z.T))
+    np.testing.assert_allclose(out.detach().numpy().T, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_rotary_scores_depend_only_on_relative_position():
+    rotary = Rotary(8).double()
+    rng = np.random.default_rng(3)
+    q, k = (torch.from_numpy(rng.standard_normal(8)) for _ in range(2))
+
+    def score(s: int, t: int) -> float:
+        qs = rotary(q.view(1, 1, 1, 8).expand(1, 1, s + 1, 8).contiguous())[0, 0, s]
+        kt = rotary(k.view(1, 1, 1, 8).expand(1, 1, t + 1, 8).contiguous())[0, 0, t]
+        return float(qs @ kt)
+
+    assert score(5, 2) == pytest.approx(score(9, 6), rel=1e-12)
+    assert score(5, 2) != pytest.approx(score(5, 3), rel=1e-6)
+    # rotation keeps the norm (it is orthogonal)
+    x = torch.from_numpy(rng.standard_normal((1, 1, 6, 8)))
+    torch.testing.assert_close(rotary(x, offset=3).norm(dim=-1), x.norm(dim=-1))
+
+
+OPTION_GRID = [
+    dict(task=task, block=b, tied_output=t, attn_scale=s, position=pos)
+    for task, b, t, s, pos in itertools.product(
+        ["lm", "image"],
+        ["aot-mssa", "aot-mhsa", "transformer", "crate", "llama"],
+        [True, False],
+        [True, False],
+        ["learned", "rope"],
+    )
+    if (t or b in ("aot-mssa", "crate"))  # tied_output only means something for MSSA
+    and not (task == "image" and pos == "rope")  # rotary positions are for sequences
+]
+
+
+@pytest.mark.parametrize("options", OPTION_GRID, ids=lambda o: "-".join(str(v) for v in o.values()))
+def test_fused_path_equals_reference_path(options):
+    task = options["task"]
+    cfg = ModelConfig(
+        n_layer=2,
+        n_embd=16,
+        n_head=4,
+        vocab_size=11,
+        block_size=9,
+        image_size=8,
+        patch_size=4,
+        in_chans=1,
+        residual_scale="channel",
+        **options,
+    )
+    torch.manual_seed(0)
+    model = build_model(cfg).double().eval()
+    x = torch.randint(0, 11, (2, 9)) if task == "lm" else torch.randn(2, 1, 8, 8, dtype=torch.float64)
+
+    def run(reference: bool) -> torch.Tensor:
+        for module in model.modules():
+            if hasattr(module, "use_reference"):
+                module.use_reference = reference
+        out = model(x)
+        return out[0] if task == "lm" else out
+
+    torch.testing.assert_close(run(False), run(True), rtol=1e-10, atol=1e-12)
