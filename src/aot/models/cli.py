@@ -66,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| preset | task | block | layers | width | heads | params | non-emb. | paper |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| preset | task | block | layers | width | heads | params | non-emb. | paper | why this size |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         block = str(r["block"]) + (" (tied)" if r["tied_output"] else "")
         lines.append(
             f"| {r['name']} | {r['task']} | {block} | {r['n_layer']} | {r['n_embd']} | {r['n_head']} | "
-            f"{r['params'] / 1e6:.2f}M | {r['non_embedding'] / 1e6:.2f}M | {r['paper_params'] or '—'} |"
+            f"{r['params'] / 1e6:.2f}M | {r['non_embedding'] / 1e6:.2f}M | {r['paper_params'] or '—'} | {r['note']} |"
         )
     return "\n".join(lines)
