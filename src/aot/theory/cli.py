@@ -168,6 +168,68 @@ def summary_rows(thresholded: list[Measurement], softmax: list[Measurement], tol
     return rows
 
 
+def _pivot(rows: list[dict[str, Any]], row_key: str, col_key: str) -> list[str]:
+    """A rate-ratio table: rows × columns; ``c`` marks the paper's conditions holding, ``✗`` a layer > 2 % off."""
+    row_values = sorted({r[row_key] for r in rows})
+    col_values = sorted({r[col_key] for r in rows})
+    cell = {(r[row_key], r[col_key]): r for r in rows}
+    lines = [
+        f"| {row_key} \\ {col_key} | " + " | ".join(f"{c:g}" for c in col_values) + " |",
+        "|---|" + "---|" * len(col_values),
+    ]
+    for rv in row_values:
+        cells = []
+        for cv in col_values:
+            r = cell[(rv, cv)]
+            mark = ("c" if r["conditions_hold"] else "") + ("" if r["max_relative_deviation"] <= 0.02 else " ✗")
+            cells.append(f"{r['rate_ratio']:.2f} {mark}".strip())
+        lines.append(f"| {rv:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def sweep_markdown(sweeps: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The sweeps as tables of the rate ratio mean ln(factor) / ln(1 + ητ) (1 = Theorem 1 exactly)."""
+    lines = [
+        "",
+        "## Sweeps",
+        "",
+        "Cells: rate ratio = mean over layers and clusters of ln(factor) / ln(1+ητ) (1.00 = Theorem 1 exactly, "
+        "0 = no denoising, < 0 = SNR falls); `c` = the paper's conditions hold; `✗` = some layer's factor is "
+        "more than 2 % off 1 + ητ. Mean over the sweep's seeds.",
+    ]
+    if "delta_tau" in sweeps:
+        r = sweeps["delta_tau"][0]
+        lines += ["", f"δ × τ at p={r['p']}, K={r['K']}, N={r['N']}, η={r['eta']:g}, {r['n_layers']} layers:", ""]
+        lines += _pivot(sweeps["delta_tau"], "delta", "tau")
+    if "p_n" in sweeps:
+        r = sweeps["p_n"][0]
+        lines += [
+            "",
+            f"p × N at δ={r['delta']:g}, η={r['eta']:g}, τ={r['tau']:g}, K={r['K']}, {r['n_layers']} layers:",
+            "",
+        ]
+        lines += _pivot(sweeps["p_n"], "p", "N")
+    for name, title in (("eta", "η"), ("softmax_delta", "δ, thresholded φ against plain softmax")):
+        if name not in sweeps:
+            continue
+        lines += [
+            "",
+            f"Sweep over {title} (plain softmax is compared with 1 + η):",
+            "",
+            "| φ | δ | η | τ | predicted factor | mean factor | rate ratio | max deviation "
+            "| conditions / through layers |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sweeps[name]:
+            lines.append(
+                f"| {r['phi']} | {r['delta']:g} | {r['eta']:g} | {r['tau']:g} | {r['predicted_factor']:.4f} | "
+                f"{r['mean_factor']:.4f} | {r['rate_ratio']:.3f} | {100 * r['max_relative_deviation']:.2f} % | "
+                f"{'hold' if r['conditions_hold'] else 'fail'} / "
+                f"{'hold' if r['conditions_hold_through_layers'] else 'fail'} |"
+            )
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     params = results["main"]["params"]
@@ -204,21 +266,7 @@ def markdown(results: dict[str, Any]) -> str:
         cells = [sum(r["snr"][layer]) / len(r["snr"][layer]) for r in runs]
         lines.append(f"| {layer} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
     if results.get("sweeps"):
-        lines += [
-            "",
-            "Sweeps (rate ratio = mean ln factor / ln(1+ητ); 1 = Theorem 1 exactly, 0 = no denoising):",
-            "",
-            "| sweep | point | rate ratio | max deviation | conditions (paper / through layers) |",
-            "|---|---|---|---|---|",
-        ]
-        for name, rows in results["sweeps"].items():
-            for r in rows:
-                point = f"δ={r['delta']:g} τ={r['tau']:g} η={r['eta']:g} p={r['p']} N={r['N']} φ={r['phi']}"
-                lines.append(
-                    f"| {name} | {point} | {r['rate_ratio']:.3f} | {100 * r['max_relative_deviation']:.2f} % | "
-                    f"{'hold' if r['conditions_hold'] else 'fail'} / "
-                    f"{'hold' if r['conditions_hold_through_layers'] else 'fail'} |"
-                )
+        lines += sweep_markdown(results["sweeps"])
     return "\n".join(lines) + "\n"
 
 

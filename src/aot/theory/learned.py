@@ -191,7 +191,7 @@ def train_learned(cfg: LearnConfig, seed: int = 0, log_every: int = 0) -> dict[s
         optimizer.step()
         losses.append(float(loss.detach()))
         if log_every and (step % log_every == 0 or step == cfg.steps - 1):
-            print(f"step {step:4d}  loss {float(loss):.4f}")
+            print(f"step {step:4d}  loss {losses[-1]:.4f}")
     after = evaluate()
     return {
         "d": d,
