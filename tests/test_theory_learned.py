@@ -61,6 +61,8 @@ def test_denoise_learn_command(tmp_path):
     assert main(["denoise", "--learn", "--config", str(config), "--out", str(tmp_path), "--device", "cpu"]) == 0
     result = json.loads((tmp_path / "learned" / "results.json").read_text())
     assert result["config"]["steps"] == 2 and (tmp_path / "learned" / "learned_bases.png").stat().st_size > 0
+    table = (tmp_path / "learned" / "results.md").read_text()
+    assert "d=8, p=4, K=2, N=12" in table and table.count("\n| ") == 1 + 2 + 1  # header + L + input row
 
 
 @pytest.fixture

@@ -282,6 +282,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append(f"--seed {args.seed}")
     if args.no_sweeps:
         parts.append("--no-sweeps")
+    if args.learn:
+        parts.append("--learn")
     if args.threads != 1:
         parts.append(f"--threads {args.threads}")
     parts.append(f"--out {args.out}")
@@ -298,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
     if args.learn:
         from aot.theory.learned import run_learned_cli
 
-        return run_learned_cli(settings.learn, out / "learned", args.seed, device)
+        return run_learned_cli(settings.learn, out / "learned", args.seed, device, command_line(args))
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     cfg = settings.denoise

@@ -253,16 +253,58 @@ def plot_learned(result: dict[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-def run_learned_cli(cfg: LearnConfig, out: Path, seed: int, device: str) -> int:
+def learned_markdown(result: dict[str, Any]) -> str:
+    """A per-layer table of the learned-bases experiment, with date and machine."""
+    cfg, m = result["config"], result["machine"]
+    lines = [
+        "# `aot denoise --learn` — learned bases",
+        "",
+        f"Command: `{result.get('command', 'aot denoise --learn')}` — {m['date']}, {m['platform']}, "
+        f"{m['cpu_count']} CPUs, torch {m['torch']} ({m['torch_threads']} thread(s)), "
+        f"{result['seconds']:.0f} s. d={cfg['d']}, p={cfg['p']}, K={cfg['n_clusters']}, "
+        f"N={cfg['n_clusters'] * cfg['tokens_per_cluster']}, δ={cfg['delta']:g}, L={cfg['n_layers']}, "
+        f"η={cfg['eta']:g}, plain softmax, {cfg['steps']} Adam steps (lr {cfg['lr']:g}) of {cfg['batch_size']} "
+        f"fresh samples, seed {result['seed']}; loss = 1 − cos²(Z⁽ˡ⁾, signal)"
+        f"{' averaged over layers' if cfg['every_layer'] else ' at the last layer'}. Random subspaces overlap "
+        f"p/d = {result['random_overlap_baseline']:.2f} of their energy.",
+        "",
+        "| layer | SNR before | SNR after | loss before | loss after | active heads | clusters covered | "
+        "energy in nearest true subspace | mean / max angle to it (deg) | 1-to-1 matched mean angle (deg) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    before, after = result["before"], result["after"]
+    for layer in range(len(after["snr"])):
+        snr_b = sum(before["snr"][layer]) / len(before["snr"][layer])
+        snr_a = sum(after["snr"][layer]) / len(after["snr"][layer])
+        cells = [f"{layer}", f"{snr_b:.3f}", f"{snr_a:.3f}"]
+        cells += [f"{before['loss_per_layer'][layer]:.4f}", f"{after['loss_per_layer'][layer]:.4f}"]
+        if layer == 0:
+            cells += ["input"] + [""] * 4
+        else:
+            a = after["alignment"][layer - 1]
+            cells += [
+                f"{a['active_heads']}",
+                f"{a['clusters_covered']}",
+                f"{a['energy_in_nearest']:.3f}",
+                f"{a['mean_angle_to_nearest_deg']:.1f} / {a['max_angle_to_nearest_deg']:.1f}",
+                f"{a['matched_mean_angle_deg']:.1f}",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_learned_cli(cfg: LearnConfig, out: Path, seed: int, device: str, command: str = "aot denoise --learn") -> int:
     """`aot denoise --learn`: train, write results.json and learned_bases.png into ``out``."""
     del device  # CPU-sized experiment; the core modules run wherever torch does, but this one is tiny
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     result = train_learned(cfg, seed, log_every=max(cfg.steps // 10, 1))
     result["machine"] = machine_info()
+    result["command"] = command
     result["seconds"] = time.time() - start
     (out / "results.json").write_text(json.dumps(result, indent=1))
     plot_learned(result, out / "learned_bases.png")
+    (out / "results.md").write_text(learned_markdown(result))
     for key in ("before", "after"):
         al = result[key]["alignment"]
         snr = [sum(row) / len(row) for row in result[key]["snr"]]
