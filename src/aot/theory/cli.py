@@ -1,0 +1,357 @@
+"""`aot denoise`: Theorem 1 of the paper (PAPER.md §3) measured — SNR per layer and cluster of the unrolled
+MSSA denoiser with the true bases on Definition 1 data, against the predicted factor 1 + ητ; sweeps over
+δ, τ, p, N, η and φ; and (``--learn``) the same network with per-layer bases learned by backprop."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aot.cli import add_experiment_args
+from aot.errors import AotError
+from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
+from aot.theory.experiment import Measurement, measure
+from aot.theory.records import machine_info
+
+EPILOG = """\
+examples:
+  aot denoise                                  # main run + sweeps into runs/denoise (~1 min, 1 core)
+  aot denoise --out benchmarks/denoise         # the recorded run
+  aot denoise --deltas 0.2 0.5 --eta 0.1 --tau 0.6 --no-sweeps
+  aot denoise --learn --out runs/denoise-learn # learn the bases by backprop (~1-2 min)
+  aot denoise --config configs/denoise.yaml    # sections denoise:, sweep:, learn:
+
+outputs (in --out): results.json (per δ, layer and cluster: SNR, measured factor, predicted 1+ητ, the
+condition check), results.md (tables), snr_per_layer.png (the paper's figure), factors_per_layer.png,
+sweep_heatmaps.png and phi_eta.png (where the rate holds and where it fails). With --learn:
+learned/results.json and learned/learned_bases.png.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "denoise",
+        help="Theorem 1: SNR per layer of the unrolled MSSA denoiser on Definition 1 data",
+        description="Sample the mixture of noisy low-rank Gaussians of Definition 1 (PAPER.md §1), unroll "
+        "Z+ = Z + η Σ_k U_k U_kᵀ Z φ(Zᵀ U_k U_kᵀ Z) with the true bases and φ = h∘softmax (hard threshold τ), "
+        "and measure the SNR of every cluster after every layer against Theorem 1's factor 1 + ητ "
+        "(PAPER.md §3). Defaults: d=128, p=32, K=4, N=1024, η=0.055, τ=0.8, 13 layers, δ in 0.1 0.2 0.3 0.5.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_experiment_args(parser, default_out="runs/denoise")
+    group = parser.add_argument_group("main run (override the config's denoise: section)")
+    group.add_argument("--deltas", type=float, nargs="+", metavar="δ", help="noise levels, one panel each")
+    group.add_argument("--eta", type=float, help="step size η (default 0.055)")
+    group.add_argument("--tau", type=float, help="threshold τ of h (default 0.8)")
+    group.add_argument("--p", type=int, help="subspace dimension p (default 32)")
+    group.add_argument("--clusters", type=int, help="number of subspaces K (default 4)")
+    group.add_argument("--tokens-per-cluster", type=int, help="tokens per cluster, N = K × this (default 256)")
+    group.add_argument("--dim", type=int, help="ambient dimension d (default K·p)")
+    group.add_argument("--layers", type=int, help="number of layers L (default 13)")
+    mode = parser.add_argument_group("modes")
+    mode.add_argument("--no-sweeps", action="store_true", help="only the main run (seconds)")
+    mode.add_argument("--learn", action="store_true", help="run only the learned-bases experiment")
+    mode.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: the operations are small, extra threads only add overhead)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> DenoiseSettings:
+    settings = load_settings(args.config)
+    cfg = settings.denoise
+    overrides = {
+        "deltas": args.deltas,
+        "eta": args.eta,
+        "tau": args.tau,
+        "p": args.p,
+        "n_clusters": args.clusters,
+        "tokens_per_cluster": args.tokens_per_cluster,
+        "d": args.dim,
+        "n_layers": args.layers,
+    }
+    for name, value in overrides.items():
+        if value is not None:
+            setattr(cfg, name, value)
+    cfg.validate()
+    return settings
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise AotError(f"--device {name}: CUDA is not available here; use --device cpu")
+    if not (name == "cpu" or name.startswith("cuda")):
+        raise AotError(f"--device {name!r} is not cpu, cuda, cuda:N or auto")
+    return name
+
+
+def main_runs(cfg: DenoiseConfig, seed: int, device: str) -> tuple[list[Measurement], list[Measurement]]:
+    """The main run: for every δ the thresholded denoiser and, for comparison, plain softmax."""
+    common: dict[str, Any] = dict(
+        p=cfg.p,
+        n_clusters=cfg.n_clusters,
+        tokens_per_cluster=cfg.tokens_per_cluster,
+        d=cfg.d,
+        eta=cfg.eta,
+        tau=cfg.tau,
+        n_layers=cfg.n_layers,
+        seed=seed,
+        delta_constant=cfg.delta_constant,
+        device=device,
+    )
+    thresholded = [measure(delta=delta, phi="threshold", **common) for delta in cfg.deltas]
+    softmax = [measure(delta=delta, phi="softmax", **common) for delta in cfg.deltas]
+    return thresholded, softmax
+
+
+def per_layer_rows(runs: list[Measurement], tolerance: float) -> list[dict[str, Any]]:
+    """results.json's flat table: one row per δ, layer and cluster."""
+    rows = []
+    for run in runs:
+        traj = run.trajectory
+        factors = traj.factors
+        for layer in range(traj.snr.shape[0]):
+            for k in range(traj.snr.shape[1]):
+                factor = float(factors[layer - 1, k]) if layer > 0 else None
+                rows.append(
+                    {
+                        "delta": run.delta,
+                        "layer": layer,
+                        "cluster": k,
+                        "snr": float(traj.snr[layer, k]),
+                        "factor": factor,
+                        "predicted_factor": traj.predicted,
+                        "within_tolerance": None if factor is None else abs(factor / traj.predicted - 1) <= tolerance,
+                        "conditions_hold": run.conditions.holds,
+                        "conditions_hold_through_layers": run.conditions.holds_through_layers,
+                    }
+                )
+    return rows
+
+
+def summary_rows(thresholded: list[Measurement], softmax: list[Measurement], tolerance: float) -> list[dict]:
+    rows = []
+    for run, soft in zip(thresholded, softmax):
+        traj = run.trajectory
+        rows.append(
+            {
+                "delta": run.delta,
+                "snr_first": float(traj.snr[0].mean()),
+                "snr_last": float(traj.snr[-1].mean()),
+                "predicted_factor": traj.predicted,
+                "mean_factor": float(traj.factors.mean()),
+                "fitted_rate": traj.fitted_rate(),
+                "max_relative_deviation": traj.max_relative_deviation,
+                "within_tolerance": traj.max_relative_deviation <= tolerance,
+                "events_min_fraction": min(e["both"] for e in traj.events),
+                "conditions_hold": run.conditions.holds,
+                "conditions_hold_through_layers": run.conditions.holds_through_layers,
+                "condition_failures": run.conditions.failures(),
+                "delta_max": run.conditions.delta_max,
+                "delta_last_layer": run.conditions.delta_last_layer,
+                "tau_max": run.conditions.tau_max,
+                "softmax_snr_last": float(soft.trajectory.snr[-1].mean()),
+                "softmax_mean_factor": float(soft.trajectory.factors.mean()),
+            }
+        )
+    return rows
+
+
+def _pivot(rows: list[dict[str, Any]], row_key: str, col_key: str) -> list[str]:
+    """A rate-ratio table: rows × columns; ``c`` marks the paper's conditions holding, ``✗`` a layer > 2 % off."""
+    row_values = sorted({r[row_key] for r in rows})
+    col_values = sorted({r[col_key] for r in rows})
+    cell = {(r[row_key], r[col_key]): r for r in rows}
+    lines = [
+        f"| {row_key} \\ {col_key} | " + " | ".join(f"{c:g}" for c in col_values) + " |",
+        "|---|" + "---|" * len(col_values),
+    ]
+    for rv in row_values:
+        cells = []
+        for cv in col_values:
+            r = cell[(rv, cv)]
+            mark = ("c" if r["conditions_hold"] else "") + ("" if r["max_relative_deviation"] <= 0.02 else " ✗")
+            cells.append(f"{r['rate_ratio']:.2f} {mark}".strip())
+        lines.append(f"| {rv:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def sweep_markdown(sweeps: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The sweeps as tables of the rate ratio mean ln(factor) / ln(1 + ητ) (1 = Theorem 1 exactly)."""
+    lines = [
+        "",
+        "## Sweeps",
+        "",
+        "Cells: rate ratio = mean over layers and clusters of ln(factor) / ln(1+ητ) (1.00 = Theorem 1 exactly, "
+        "0 = no denoising, < 0 = SNR falls); `c` = the paper's conditions hold; `✗` = some layer's factor is "
+        "more than 2 % off 1 + ητ. Mean over the sweep's seeds.",
+    ]
+    if "delta_tau" in sweeps:
+        r = sweeps["delta_tau"][0]
+        lines += ["", f"δ × τ at p={r['p']}, K={r['K']}, N={r['N']}, η={r['eta']:g}, {r['n_layers']} layers:", ""]
+        lines += _pivot(sweeps["delta_tau"], "delta", "tau")
+    if "p_n" in sweeps:
+        r = sweeps["p_n"][0]
+        lines += [
+            "",
+            f"p × N at δ={r['delta']:g}, η={r['eta']:g}, τ={r['tau']:g}, K={r['K']}, {r['n_layers']} layers:",
+            "",
+        ]
+        lines += _pivot(sweeps["p_n"], "p", "N")
+    for name, title in (("eta", "η"), ("softmax_delta", "δ, thresholded φ against plain softmax")):
+        if name not in sweeps:
+            continue
+        lines += [
+            "",
+            f"Sweep over {title} (plain softmax is compared with 1 + η):",
+            "",
+            "| φ | δ | η | τ | predicted factor | mean factor | rate ratio | max deviation "
+            "| conditions / through layers |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sweeps[name]:
+            lines.append(
+                f"| {r['phi']} | {r['delta']:g} | {r['eta']:g} | {r['tau']:g} | {r['predicted_factor']:.4f} | "
+                f"{r['mean_factor']:.4f} | {r['rate_ratio']:.3f} | {100 * r['max_relative_deviation']:.2f} % | "
+                f"{'hold' if r['conditions_hold'] else 'fail'} / "
+                f"{'hold' if r['conditions_hold_through_layers'] else 'fail'} |"
+            )
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    params = results["main"]["params"]
+    lines = [
+        "# `aot denoise` — Theorem 1 measured",
+        "",
+        f"Command: `{results['command']}` — {m['date']}, {m['platform']}, {m['processor']}, "
+        f"{m['cpu_count']} CPUs, torch {m['torch']} ({m['torch_threads']} thread(s)), {results['seconds']:.0f} s.",
+        "",
+        f"Main run: d={params['d']}, p={params['p']}, K={params['K']}, N={params['N']} "
+        f"({params['tokens_per_cluster']} per cluster), η={params['eta']:g}, τ={params['tau']:g}, "
+        f"{params['n_layers']} layers, seed {params['seed']}, float64. Predicted factor 1+ητ = "
+        f"{1 + params['eta'] * params['tau']:.4f}. Conditions (PAPER.md §3, constant 1 on δ): "
+        f"p > (32/9) ln N = {results['main']['p_min']:.1f}, δ ≤ √(ln N/p) = {results['main']['delta_max']:.3f}, "
+        f"τ ∈ (0.5, {results['main']['tau_max']:.4f}]; through the layers also δ(1+ητ)^(L−1) ≤ √(ln N/p).",
+        "",
+        "| δ | SNR layer 0 | SNR layer L | mean factor | fitted rate | max deviation | within 2 % | "
+        "min fraction of tokens with both events | conditions (paper) | through layers | plain softmax: SNR layer L |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["main"]["summary"]:
+        lines.append(
+            f"| {r['delta']:g} | {r['snr_first']:.3f} | {r['snr_last']:.3f} | {r['mean_factor']:.4f} | "
+            f"{r['fitted_rate']:.4f} | {100 * r['max_relative_deviation']:.2f} % | "
+            f"{'yes' if r['within_tolerance'] else 'no'} | {r['events_min_fraction']:.3f} | "
+            f"{'hold' if r['conditions_hold'] else 'fail: ' + '; '.join(r['condition_failures'])} | "
+            f"{'hold' if r['conditions_hold_through_layers'] else 'fail'} | {r['softmax_snr_last']:.3f} |"
+        )
+    runs = results["main"]["runs"]
+    lines += ["", "Mean SNR over clusters per layer:", ""]
+    lines.append("| layer | " + " | ".join(f"δ={r['delta']:g}" for r in runs) + " |")
+    lines.append("|---|" + "---|" * len(runs))
+    for layer in range(len(runs[0]["snr"])):
+        cells = [sum(r["snr"][layer]) / len(r["snr"][layer]) for r in runs]
+        lines.append(f"| {layer} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
+    if results.get("sweeps"):
+        lines += sweep_markdown(results["sweeps"])
+    return "\n".join(lines) + "\n"
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The `aot denoise` command that reproduces this run (the options that were given)."""
+    parts = ["aot denoise"]
+    for name in ("config", "deltas", "eta", "tau", "p", "clusters", "tokens_per_cluster", "dim", "layers"):
+        value = getattr(args, name, None)
+        if value is not None:
+            value = " ".join(f"{v:g}" for v in value) if isinstance(value, list) else value
+            parts.append(f"--{name.replace('_', '-')} {value}")
+    if args.seed:
+        parts.append(f"--seed {args.seed}")
+    if args.no_sweeps:
+        parts.append("--no-sweeps")
+    if args.learn:
+        parts.append("--learn")
+    if args.threads != 1:
+        parts.append(f"--threads {args.threads}")
+    parts.append(f"--out {args.out}")
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads < 1:
+        raise AotError(f"--threads {args.threads} must be at least 1")
+    settings = _settings(args)
+    device = _device(args.device)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    if args.learn:
+        from aot.theory.learned import run_learned_cli
+
+        return run_learned_cli(settings.learn, out / "learned", args.seed, device, command_line(args))
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    cfg = settings.denoise
+    thresholded, softmax = main_runs(cfg, args.seed, device)
+    first = thresholded[0]
+    results: dict[str, Any] = {
+        "command": command_line(args),
+        "machine": machine_info(),
+        "settings": settings.to_dict(),
+        "main": {
+            "params": {
+                "d": first.d,
+                "p": cfg.p,
+                "K": cfg.n_clusters,
+                "N": first.n_tokens,
+                "tokens_per_cluster": cfg.tokens_per_cluster,
+                "eta": cfg.eta,
+                "tau": cfg.tau,
+                "n_layers": cfg.n_layers,
+                "seed": args.seed,
+                "tolerance": cfg.tolerance,
+            },
+            "p_min": first.conditions.p_min,
+            "delta_max": first.conditions.delta_max,
+            "tau_max": first.conditions.tau_max,
+            "summary": summary_rows(thresholded, softmax, cfg.tolerance),
+            "per_layer": per_layer_rows(thresholded, cfg.tolerance),
+            "runs": [r.to_dict() for r in thresholded],
+            "softmax_runs": [r.to_dict() for r in softmax],
+        },
+    }
+    from aot.theory import figures
+
+    results["main"]["fitted_lines"] = figures.plot_snr_panels(thresholded, softmax, out / "snr_per_layer.png")
+    figures.plot_factors(thresholded, out / "factors_per_layer.png")
+    if not args.no_sweeps:
+        from aot.theory.sweeps import run_sweeps
+
+        sweeps = run_sweeps(settings.sweep, device=device)
+        results["sweeps"] = sweeps
+        figures.plot_sweep_heatmaps(sweeps, out / "sweep_heatmaps.png")
+        figures.plot_phi_eta(sweeps, out / "phi_eta.png")
+    results["seconds"] = time.time() - start
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.md").write_text(markdown(results))
+    for r in results["main"]["summary"]:
+        status = "inside" if r["conditions_hold"] else "outside"
+        print(
+            f"δ={r['delta']:g} ({status} the conditions): SNR {r['snr_first']:.3f} -> {r['snr_last']:.3f}, "
+            f"mean factor {r['mean_factor']:.4f} vs 1+ητ = {r['predicted_factor']:.4f}, "
+            f"max deviation {100 * r['max_relative_deviation']:.2f} %"
+        )
+    print(f"wrote {out}/results.json, results.md and figures ({results['seconds']:.0f} s)")
+    return 0
