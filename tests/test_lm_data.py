@@ -107,6 +107,17 @@ def test_fetch_real_shakespeare(data_root):
     assert len(text) == 5_057_198
 
 
+@pytest.mark.slow
+def test_fetch_real_austen(data_root):
+    """apt-get download + dpkg -x + rdata (network, Debian, PyPI rdata)."""
+    import shutil
+
+    if shutil.which("apt-get") is None or importlib.util.find_spec("rdata") is None:
+        pytest.skip("needs apt-get and PyPI rdata")
+    text = fetch_corpus("austen").read_text(encoding="utf-8")
+    assert text.startswith("SENSE AND SENSIBILITY") and len(text) == 4_025_028
+
+
 def _tokenizers():
     text = FIXTURE.read_text()
     names = [ByteTokenizer(), TrainedBPE.train(text, 400)]

