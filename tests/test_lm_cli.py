@@ -106,3 +106,23 @@ def test_data_info_lists_corpora_and_tokenizes_a_file(capsys):
     info = json.loads(capsys.readouterr().out)
     assert sum(info["bytes"].values()) == len(FIXTURE.read_bytes())
     assert info["baselines_val"]["bigram"]["loss"] < info["baselines_val"]["unigram"]["loss"]
+
+
+def test_default_corpus_is_fetched_when_missing(tmp_path, monkeypatch, capsys):
+    from aot.data import corpora
+
+    fetched = []
+
+    def fake_fetch(scratch):
+        fetched.append(scratch)
+        return FIXTURE.read_text()
+
+    original = corpora.CORPORA["shakespeare"]
+    monkeypatch.setitem(
+        corpora.CORPORA, "shakespeare", corpora.Corpus("shakespeare", "", original.fetch_command, fake_fetch)
+    )
+    out = tmp_path / "run"
+    assert main(["train", "lm", "--steps", "2", "--out", str(out), *TINY]) == 0
+    assert len(fetched) == 1 and corpora.is_fetched("shakespeare")
+    assert json.loads((out / "results.json").read_text())["config"]["data"]["corpus"] == "shakespeare"
+    assert "fetching shakespeare" in capsys.readouterr().out

@@ -243,3 +243,12 @@ def test_short_training_beats_the_unigram(tmp_path):
     unigram = ngram_baselines(train, val, 256, ones)["unigram"]["loss"]
     scores = evaluate_lm(model.eval(), val, 32, ones)
     assert scores["loss"] < unigram - 0.2
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager(tmp_path):
+    """torch.compile changes the speed, not the numbers (needs a C++ compiler for inductor on CPU)."""
+    eager = _trainer(tmp_path / "eager", tiny_model(), steps=3).fit()
+    compiled = _trainer(tmp_path / "compiled", tiny_model(), steps=3, compile=True).fit()
+    for (_, a), (_, b) in zip(eager.losses, compiled.losses):
+        assert a == pytest.approx(b, rel=1e-4)

@@ -87,24 +87,28 @@ def markdown(store: dict) -> str:
         "",
         f"Machine: {machine['platform']}, {machine['cpu_count']} CPUs ({machine['torch_threads']} torch threads), "
         f"torch {machine['torch']}; written {machine['date']}. Reproduce: `PYTHONPATH=src flock /tmp/aot-cpu.lock "
-        "python benchmarks/lm/run.py` (rows tagged other than `main`: the command line in the row's overrides).",
+        "python benchmarks/lm/run.py` (rows tagged other than `main`: add `--tag TAG --models ... --set ...` as in the "
+        "row). Tokens/s come from a 2-core machine shared with other jobs (heavy runs serialised by flock, light ones "
+        "not): read them as ±30 %; losses at a fixed token budget do not depend on it.",
         "",
         "Context 256, batch 16, AdamW lr 1e-3 (warm-up 40, cosine to 1e-4), bf16 autocast, one seed; val / test loss "
-        "in nats/token on the last 10 % (val 5 %, test 5 %; 128 windows each). Gap = val loss relative to GPT-2's "
-        "at the same tokenizer and tag.",
+        "in nats/token on the last 10 % (val 5 %, test 5 %; 128 windows of 256 tokens each). Gap = val loss relative "
+        "to GPT-2's with the same tokenizer and overrides (where that run exists, else the main GPT-2 run).",
         "",
         "| tag | tokenizer | model | layers | non-emb. params | tokens | val loss | test loss | gap to GPT-2 | "
         "nats/byte (val) | tokens/s | train s | overrides |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    # the gap is to GPT-2 trained with the same overrides (e.g. the same learning rate) where that run exists,
+    # else to GPT-2 of the main comparison
     reference = {
-        (r["tag"], r["tokenizer"]): r["val_loss"]
+        (r["tag"], r["tokenizer"], tuple(r["overrides"])): r["val_loss"]
         for r in store["runs"]
-        if r["model"] == "gpt2-cpu" and not r["overrides"]
+        if r["model"] == "gpt2-cpu"
     }
-    main_ref = {tok: loss for (tag, tok), loss in reference.items() if tag == "main"}
     for r in sorted(store["runs"], key=lambda r: (r["tag"] != "main", r["tag"], r["tokenizer"], r["model"])):
-        ref = reference.get((r["tag"], r["tokenizer"]), main_ref.get(r["tokenizer"]))
+        same = reference.get((r["tag"], r["tokenizer"], tuple(r["overrides"])))
+        ref = same if same is not None else reference.get(("main", r["tokenizer"], ()))
         gap = f"{100 * (r['val_loss'] - ref) / ref:+.1f} %" if ref else "—"
         lines.append(
             f"| {r['tag']} | {r['tokenizer']} | {r['model']} | {r['n_layer']} | "
