@@ -13,6 +13,7 @@ import argparse
 import copy
 import json
 import math
+import textwrap
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -359,18 +360,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lm",
         help="train a causal language model on text",
-        description="Train a causal LM (AoT-MSSA, AoT-MHSA, GPT-2, CRATE, Llama blocks) on a text corpus with the "
-        "shared trainer, then report val and test loss, perplexity and bits per byte beside the unigram and bigram "
-        "baselines. Writes results.json, loss_curve.png, metrics.jsonl and checkpoint/ (safetensors + JSON) into "
-        "--out. The default (preset cpu-quick) fetches Shakespeare if missing and beats the bigram in minutes on "
-        "a laptop CPU. Under torchrun the global batch stays the same for any number of processes.",
+        description=textwrap.fill(
+            "Train a causal LM (AoT-MSSA, AoT-MHSA, GPT-2, CRATE, Llama blocks) on a text corpus with the shared "
+            "trainer, then report val and test loss, perplexity and bits per byte beside the unigram and bigram "
+            "baselines. Writes results.json, loss_curve.png, metrics.jsonl and checkpoint/ (safetensors + JSON) "
+            "into --out. The default (preset cpu-quick) fetches Shakespeare if missing and beats the bigram in "
+            "minutes on a laptop CPU. Under torchrun the global batch stays the same for any number of processes.",
+            width=100,
+        ),
         epilog="Examples:\n"
         "  aot train lm                                   # cpu-quick: AoT-MHSA on Shakespeare bytes\n"
         "  aot train lm --model aot-mssa-l-cpu --tokenizer bpe-4096 --steps 2000\n"
         "  aot train lm --set model.residual_scale=channel --set train.lr=3e-3\n"
         "  aot train lm --out runs/lm --resume            # continue an interrupted run exactly\n"
         "  torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp\n"
-        f"Presets: {', '.join(LM_PRESETS)}. Print the full config with --dump-config.",
+        "Presets:\n"
+        "  cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 600 steps x 16 (1.2M tokens, ~3-6 min on\n"
+        "             2 cores): beats the bigram (2.53 nats/byte)\n"
+        "  cpu-bench  the recipe of benchmarks/lm (context 256, batch 16, lr 1e-3)\n"
+        "  gpu-base   GPT-2 small scale (12 x 768) on GPT-2 BPE, torch.compile\n"
+        "Print the full config with --dump-config.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
