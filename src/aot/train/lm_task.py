@@ -236,7 +236,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         )
         return {"val_loss": scores["loss"], "val_nats_per_byte": scores["nats_per_byte"]}
 
-    n_non_embedding = model.num_params(non_embedding=True)
+    matmul_params = model.num_params(non_embedding=True) + model_cfg.vocab_size * model_cfg.n_embd  # + output head
     fingerprint = {
         "model": model_cfg.to_dict(),
         "data": {
@@ -257,7 +257,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         fingerprint=fingerprint,
         model_config=model_cfg.to_dict(),
         flops_per_sample=block
-        * flops_per_token(n_non_embedding, model_cfg.n_layer, model_cfg.n_head, model_cfg.p, block),
+        * flops_per_token(matmul_params, model_cfg.n_layer, model_cfg.n_head, model_cfg.p, block),
     )
     wall_start = time.perf_counter()
     result = trainer.fit(resume=resume)
