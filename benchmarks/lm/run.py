@@ -1,8 +1,8 @@
 """AoT-MSSA, AoT-MHSA, GPT-2 (`transformer`) and CRATE at matched non-embedding parameters (~4.7M, d = 256)
 and the same token budget on Shakespeare, bytes and BPE-4096: val / test loss, tokens/s, wall time.
 
-    PYTHONPATH=src flock /tmp/aot-cpu.lock python benchmarks/lm/run.py            # the comparison
-    PYTHONPATH=src flock /tmp/aot-cpu.lock python benchmarks/lm/run.py --tag explore \
+    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock           # the comparison
+    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock --tag explore \
         --models aot-mssa-l-cpu --set model.residual_scale=channel --set model.residual_scale_init=0.1
 
 Every run goes through `aot.train.lm_task.train_lm` (the code behind `aot train lm`) with preset cpu-bench;
@@ -13,9 +13,12 @@ benchmarks/lm/results.json (keyed by tag / tokenizer / model / overrides) and be
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from aot.train.lm_task import build_run_config, train_lm
@@ -34,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], help="override, e.g. model.n_layer=12")
     parser.add_argument("--tag", default="main", help="group name in results.json (main = the comparison)")
     parser.add_argument("--runs", default="runs/bench-lm", help="folder for the individual runs")
+    parser.add_argument(
+        "--lock", metavar="FILE", help="hold this flock(1)-style lock around each run (e.g. /tmp/aot-cpu.lock)"
+    )
     args = parser.parse_args(argv)
     results_path = HERE / "results.json"
     store = json.loads(results_path.read_text()) if results_path.is_file() else {"runs": []}
@@ -47,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                     "cpu-bench", flags={"data": {"tokenizer": tokenizer}}, sets=sets, model_preset=model
                 )
                 print(f"== {args.tag} {tokenizer} {model} {' '.join(args.set)}", flush=True)
-                train_lm(run, out, "cpu", seed=0)
+                with cpu_lock(args.lock):
+                    train_lm(run, out, "cpu", seed=0)
             result = json.loads((out / "results.json").read_text())
             row = summary_row(args.tag, tokenizer, model, args.set, result)
             store["runs"] = [r for r in store["runs"] if r["key"] != key] + [{"key": key, **row}]
@@ -56,6 +63,20 @@ def main(argv: list[str] | None = None) -> int:
             (HERE / "table.md").write_text(markdown(store))
             print(json.dumps(row), flush=True)
     return 0
+
+
+@contextlib.contextmanager
+def cpu_lock(path: str | None) -> Iterator[None]:
+    """An exclusive flock on ``path`` for one run, so other heavy jobs interleave between runs, not within."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def summary_row(tag: str, tokenizer: str, model: str, sets: list[str], result: dict) -> dict:
@@ -86,10 +107,11 @@ def markdown(store: dict) -> str:
         "# Language modelling on Shakespeare: AoT against GPT-2 at matched parameters",
         "",
         f"Machine: {machine['platform']}, {machine['cpu_count']} CPUs ({machine['torch_threads']} torch threads), "
-        f"torch {machine['torch']}; written {machine['date']}. Reproduce: `PYTHONPATH=src flock /tmp/aot-cpu.lock "
-        "python benchmarks/lm/run.py` (rows tagged other than `main`: add `--tag TAG --models ... --set ...` as in the "
-        "row). Tokens/s come from a 2-core machine shared with other jobs (heavy runs serialised by flock, light ones "
-        "not): read them as ±30 %; losses at a fixed token budget do not depend on it.",
+        f"torch {machine['torch']}; written {machine['date']}. Reproduce: `PYTHONPATH=src python "
+        "benchmarks/lm/run.py --lock /tmp/aot-cpu.lock` (rows tagged other than `main`: add "
+        "`--tag TAG --tokenizers bytes --models ... --set ...` as in the row). Tokens/s come from a 2-core "
+        "machine shared with other jobs (heavy runs serialised by flock, light ones not): read them as ±30 %; "
+        "losses at a fixed token budget do not depend on it.",
         "",
         "Context 256, batch 16, AdamW lr 1e-3 (warm-up 40, cosine to 1e-4), bf16 autocast, one seed; val / test loss "
         "in nats/token on the last 10 % (val 5 %, test 5 %; 128 windows of 256 tokens each). Gap = val loss relative "
