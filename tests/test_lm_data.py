@@ -183,3 +183,25 @@ def test_eval_windows_cover_the_split():
     starts = eval_windows(np.zeros(101), block_size=10)
     assert list(starts) == list(range(0, 100, 10))
     assert len(eval_windows(np.zeros(1001), 10, max_windows=7)) == 7
+
+
+def test_huggingface_dataset_name_reads_the_text_column(monkeypatch):
+    """``hf:NAME[:CONFIG]`` goes through ``datasets.load_dataset`` (a stand-in module here: no network)."""
+    import sys
+    import types
+
+    calls = []
+
+    class FakeDataset:
+        column_names = ("text", "id")
+
+        def __getitem__(self, column):
+            return ["first line", "second line"]
+
+    def load_dataset(name, config, split):
+        calls.append((name, config, split))
+        return FakeDataset()
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    assert load_text("hf:wikitext:wikitext-2-raw-v1") == "first line\nsecond line"
+    assert calls == [("wikitext", "wikitext-2-raw-v1", "train")]
