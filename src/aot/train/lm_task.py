@@ -61,7 +61,7 @@ LM_PRESETS: dict[str, dict[str, Any]] = {
     "cpu-quick": {
         "model": {"preset": "aot-mhsa-l-cpu", "n_layer": 6, "block_size": 128},
         "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "bytes"},
-        "train": {"steps": 600, "batch_size": 16, "lr": 2e-3, "warmup_steps": 30, "eval_every": 200},
+        "train": {"steps": 800, "batch_size": 16, "lr": 2e-3, "warmup_steps": 30, "eval_every": 200},
         "eval": {"periodic_windows": 16, "final_windows": 256},
     },
     "cpu-bench": {
@@ -375,7 +375,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "  aot train lm --out runs/lm --resume            # continue an interrupted run exactly\n"
         "  torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp\n"
         "Presets:\n"
-        "  cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 600 steps x 16 (1.2M tokens, ~3-6 min on\n"
+        "  cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 800 steps x 16 (1.6M tokens, ~4-8 min on\n"
         "             2 cores): beats the bigram (2.53 nats/byte)\n"
         "  cpu-bench  the recipe of benchmarks/lm (context 256, batch 16, lr 1e-3)\n"
         "  gpu-base   GPT-2 small scale (12 x 768) on GPT-2 BPE, torch.compile\n"
