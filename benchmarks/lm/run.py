@@ -139,6 +139,9 @@ def markdown(store: dict) -> str:
             f"{r['val_nats_per_byte']:.3f} | {r['tokens_per_second']:,.0f} | {r['train_seconds']:.0f} | "
             f"{' '.join(r['overrides']) or '—'} |"
         )
+    bigrams = {r["tokenizer"]: r["bigram_val_loss"] for r in store["runs"]}
+    lines += ["", "Interpolated bigram on val (fitted on train), nats/token: "]
+    lines[-1] += ", ".join(f"{tok} {loss:.3f}" for tok, loss in sorted(bigrams.items()))
     return "\n".join(lines) + "\n"
 
 
