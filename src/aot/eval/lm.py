@@ -1,0 +1,86 @@
+"""Language-model evaluation: loss (nats/token), perplexity, nats and bits per byte on a held-out split, and the
+n-gram reference points (unigram, interpolated bigram) estimated on the training split.
+
+Per byte: ``loss_per_byte = Σ_t loss_t / Σ_t bytes(target_t)``, where ``bytes(·)`` is the number of UTF-8 bytes
+a token stands for; ``bits_per_byte = loss_per_byte / ln 2``. For the byte tokenizer the two units coincide
+with nats / bits per token.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aot.data.shards import eval_windows
+
+
+@torch.no_grad()
+def evaluate_lm(
+    model: nn.Module,
+    tokens: np.ndarray,
+    block_size: int,
+    token_bytes: np.ndarray,
+    batch_size: int = 16,
+    max_windows: int | None = None,
+    device: torch.device | str = "cpu",
+) -> dict[str, float]:
+    """Mean next-token cross-entropy over non-overlapping windows of the split (all of them, or ``max_windows``
+    spread evenly), with perplexity and per-byte figures. ``model(idx)`` must return (logits, ...)."""
+    starts = eval_windows(tokens, block_size, max_windows)
+    total_nats, total_tokens, total_bytes = 0.0, 0, 0
+    for first in range(0, len(starts), batch_size):
+        rows = starts[first : first + batch_size]
+        windows = np.stack([np.asarray(tokens[s : s + block_size + 1], dtype=np.int64) for s in rows])
+        batch = torch.from_numpy(windows).to(device)
+        logits = model(batch[:, :-1])[0]
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32; fp64 stays
+        nats = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="sum")
+        total_nats += float(nats)
+        total_tokens += batch[:, 1:].numel()
+        total_bytes += int(token_bytes[windows[:, 1:]].sum())
+    loss = total_nats / total_tokens
+    per_byte = total_nats / max(total_bytes, 1)
+    return {
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 50.0)),
+        "nats_per_byte": per_byte,
+        "bits_per_byte": per_byte / math.log(2),
+        "tokens": float(total_tokens),
+    }
+
+
+def ngram_baselines(
+    train: np.ndarray, held_out: np.ndarray, vocab_size: int, token_bytes: np.ndarray
+) -> dict[str, dict[str, float]]:
+    """Cross-entropy on ``held_out`` of an add-one unigram and of an interpolated bigram
+    ``λ·P(b|a) + (1-λ)·P(b)`` fitted on ``train`` (λ the best of a small grid on ``held_out``; a reference point,
+    not a model). Returns nats/token and nats/byte for each."""
+    train = np.asarray(train, dtype=np.int64)
+    held = np.asarray(held_out, dtype=np.int64)
+    unigram = (np.bincount(train, minlength=vocab_size) + 1.0) / (len(train) + vocab_size)
+    pair_keys = train[:-1] * vocab_size + train[1:]
+    keys, counts = np.unique(pair_keys, return_counts=True)
+    context_counts = np.bincount(train[:-1], minlength=vocab_size).astype(np.float64)
+    query = held[:-1] * vocab_size + held[1:]
+    position = np.clip(np.searchsorted(keys, query), 0, len(keys) - 1)
+    pair_count = np.where(keys[position] == query, counts[position], 0).astype(np.float64)
+    conditional = pair_count / np.maximum(context_counts[held[:-1]], 1.0)
+    p_unigram = unigram[held[1:]]
+    n_bytes = float(token_bytes[held[1:]].sum())
+
+    def scores(nats: float) -> dict[str, float]:
+        return {"loss": nats, "nats_per_byte": nats * (len(held) - 1) / n_bytes}
+
+    bigram = min(
+        float(-np.mean(np.log(lam * conditional + (1 - lam) * p_unigram))) for lam in (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+    )
+    return {"unigram": scores(float(-np.mean(np.log(p_unigram)))), "bigram": scores(bigram)}
+
+
+def summarise(scores: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {f"{prefix}_{key}": value for key, value in scores.items()}

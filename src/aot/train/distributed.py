@@ -1,0 +1,108 @@
+"""Distributed training: torchrun environment, DDP, and FSDP (FULL_SHARD: one shard group per block).
+
+Launch with ``torchrun --nproc_per_node N -m aot.cli train lm ...``: each process reads RANK / WORLD_SIZE /
+LOCAL_RANK, takes its slice of every global batch (the global batch does not change with N) and averages
+gradients (DDP) or shards parameters, gradients and optimizer state (FSDP, ``fully_shard`` per block).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from aot.errors import ConfigError
+
+STRATEGIES = ("auto", "ddp", "fsdp")
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def env_from_torchrun() -> DistEnv:
+    return DistEnv(
+        rank=int(os.environ.get("RANK", 0)),
+        world_size=int(os.environ.get("WORLD_SIZE", 1)),
+        local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+    )
+
+
+def init_distributed(device: torch.device) -> DistEnv:
+    """Join the process group torchrun (or the caller) set up in the environment; nothing for one process."""
+    env = env_from_torchrun()
+    if env.distributed and not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend, rank=env.rank, world_size=env.world_size)
+    return env
+
+
+def current_env() -> DistEnv:
+    if dist.is_available() and dist.is_initialized():
+        return DistEnv(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+    return DistEnv()
+
+
+def wrap_model(model: nn.Module, strategy: str, device: torch.device) -> nn.Module:
+    """DDP or FSDP around ``model`` when more than one process runs; the model itself otherwise."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"strategy={strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return model
+    if strategy in ("auto", "ddp"):
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    blocks = getattr(getattr(model, "backbone", None), "blocks", None)
+    for block in blocks or []:
+        fully_shard(block, mesh=mesh)  # FULL_SHARD: each block's parameters are gathered only while it runs
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The user's model inside a DDP wrapper (FSDP2 shards in place and needs no unwrapping)."""
+    return model.module if hasattr(model, "module") and isinstance(model.module, nn.Module) else model
+
+
+def set_gradient_sync(model: nn.Module, enabled: bool) -> None:
+    """Skip the gradient all-reduce on accumulation micro-steps (DDP ``require_backward_grad_sync``,
+    FSDP2 ``set_requires_gradient_sync``)."""
+    setter = getattr(model, "set_requires_gradient_sync", None)
+    if callable(setter):
+        setter(enabled)
+    elif hasattr(model, "require_backward_grad_sync"):
+        setattr(model, "require_backward_grad_sync", enabled)  # noqa: B010
+
+
+def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        value = value.clone()
+        dist.all_reduce(value)
+        value /= dist.get_world_size()
+    return value
+
+
+def barrier() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()

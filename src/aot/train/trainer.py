@@ -1,0 +1,356 @@
+"""One training loop for every task: it takes a model, a batch source and a loss function.
+
+- batch source: ``get(step, start, stop)`` returns rows ``[start, stop)`` of the global batch of ``step`` (a
+  tuple of tensors); ``tokens_per_sample()`` (optional) says how many tokens one row holds, for tokens/s.
+  The data position is the step, so resuming is exact and the global batch is the same for any number of
+  processes: process r of W takes rows ``[r·B/W, (r+1)·B/W)``, in micro-batches.
+- loss function: ``loss_fn(model, batch) -> scalar tensor`` (the mean over the micro-batch).
+
+The loop: AdamW (decay / no-decay groups) or Lion, linear warm-up + cosine (:func:`aot.train.schedule.lr_at`),
+gradient accumulation and clipping, bf16 autocast on CPU and GPU, optional ``torch.compile``, periodic
+evaluation, a progress bar (loss, tokens/s, MFU), ``metrics.jsonl`` (+ TensorBoard when installed), and atomic
+checkpoints (:mod:`aot.train.checkpoint`) that ``resume`` continues exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from aot.config import from_dict
+from aot.errors import ConfigError
+from aot.train.checkpoint import (
+    check_fingerprint,
+    find_checkpoint,
+    load_checkpoint,
+    read_trainer_state,
+    save_checkpoint,
+)
+from aot.train.distributed import DistEnv, all_reduce_mean, current_env, set_gradient_sync, unwrap, wrap_model
+from aot.train.mfu import measure_peak_flops
+from aot.train.optim import OPTIMIZERS, build_optimizer
+from aot.train.schedule import lr_at
+
+PRECISIONS = ("bf16", "fp32")
+
+
+@dataclass
+class TrainConfig:
+    """Settings of the loop. ``batch_size`` is the global batch (all processes, all micro-steps together).
+
+    micro_batch_size: rows per forward/backward on one process; ``None`` = the whole per-process share.
+    min_lr_ratio: the cosine ends at ``lr * min_lr_ratio``.
+    eval_every / checkpoint_every: in optimizer steps; 0 = only at the end. log_every: metrics.jsonl rows.
+    strategy: ``auto`` (DDP when several processes), ``ddp`` or ``fsdp``.
+    """
+
+    steps: int = 1000
+    batch_size: int = 16
+    micro_batch_size: int | None = None
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    optimizer: str = "adamw"
+    grad_clip: float = 1.0
+    precision: str = "bf16"
+    compile: bool = False
+    eval_every: int = 0
+    log_every: int = 10
+    checkpoint_every: int = 0
+    strategy: str = "auto"
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"train.{name}={getattr(self, name)} must be a positive integer")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ConfigError(f"train.micro_batch_size={self.micro_batch_size} must be positive (or null)")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"train.optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision={self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"train.lr={self.lr} must be > 0 and min_lr_ratio={self.min_lr_ratio} in [0, 1]")
+        if self.warmup_steps < 0 or self.log_every < 1 or self.eval_every < 0 or self.checkpoint_every < 0:
+            raise ConfigError("warmup_steps, eval_every and checkpoint_every must be >= 0 and log_every >= 1")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        return from_dict(cls, data, "train")
+
+    def to_dict(self) -> dict[str, Any]:
+        import dataclasses
+
+        return dataclasses.asdict(self)
+
+
+# fields that may change between a run and its resumption
+RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "progress", "compile", "micro_batch_size")
+
+
+class BatchSource(Protocol):
+    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, ...]: ...
+
+
+LossFn = Callable[[nn.Module, tuple[torch.Tensor, ...]], torch.Tensor]
+EvalFn = Callable[[nn.Module], dict[str, float]]
+
+
+@dataclass
+class TrainResult:
+    step: int
+    tokens: int
+    train_seconds: float
+    tokens_per_second: float
+    last_loss: float
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) of this process's run
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    peak_flops: float = 0.0
+    mfu: float = 0.0
+
+
+class Trainer:
+    """See the module docstring. ``model`` is the user's model (not wrapped); the trainer wraps it for DDP or
+    FSDP when it runs in several processes (``torch.distributed`` initialised)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        batches: BatchSource,
+        loss_fn: LossFn,
+        cfg: TrainConfig,
+        out_dir: str | Path,
+        *,
+        device: torch.device | str = "cpu",
+        evaluate: EvalFn | None = None,
+        fingerprint: dict[str, Any] | None = None,
+        model_config: dict[str, Any] | None = None,
+        flops_per_sample: float | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.out_dir = Path(out_dir)
+        self.batches = batches
+        self.loss_fn = loss_fn
+        self.evaluate = evaluate
+        self.model_config = model_config
+        self.flops_per_sample = flops_per_sample
+        train_fields = {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_CHANGES}
+        self.fingerprint = {**(fingerprint or {}), **{f"train.{k}": v for k, v in train_fields.items()}}
+        self.env: DistEnv = current_env()
+        self.per_process, self.micro, self.n_micro = self._batch_split()
+        self.model = wrap_model(model.to(self.device), cfg.strategy, self.device)
+        self.optimizer = build_optimizer(
+            unwrap(self.model), cfg.optimizer, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
+        )
+        self.forward_model: nn.Module = torch.compile(self.model) if cfg.compile else self.model  # type: ignore[assignment]
+        tokens = getattr(batches, "tokens_per_sample", None)
+        self.tokens_per_sample = int(tokens()) if callable(tokens) else 1
+        self.step = 0
+        self.tokens_seen = 0
+        self.train_seconds = 0.0
+
+    def _batch_split(self) -> tuple[int, int, int]:
+        world, batch = self.env.world_size, self.cfg.batch_size
+        if batch % world:
+            raise ConfigError(f"train.batch_size={batch} must be divisible by the number of processes ({world})")
+        per_process = batch // world
+        micro = self.cfg.micro_batch_size or per_process
+        if per_process % micro:
+            raise ConfigError(
+                f"the per-process batch {per_process} (batch_size {batch} / {world} processes) is not a multiple of "
+                f"micro_batch_size={micro}"
+            )
+        return per_process, micro, per_process // micro
+
+    def autocast(self):  # type: ignore[no-untyped-def]
+        if self.cfg.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def fit(self, resume: bool = False, stop_at: int | None = None) -> TrainResult:
+        """Train to ``cfg.steps`` (or stop early after step ``stop_at``, with a checkpoint, as a killed run
+        would leave one); ``resume`` continues from the checkpoint in ``out_dir`` when there is one."""
+        cfg, main = self.cfg, self.env.is_main
+        torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint = find_checkpoint(self.out_dir)
+        if resume and checkpoint is not None:
+            check_fingerprint(read_trainer_state(checkpoint).get("fingerprint", {}), self.fingerprint, checkpoint)
+            state = load_checkpoint(checkpoint, self.model, self.optimizer)
+            self.step, self.tokens_seen = int(state["step"]), int(state["tokens"])
+            self.train_seconds = float(state["train_seconds"])
+        metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
+        dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+        peak = measure_peak_flops(self.device, dtype) if main and self.flops_per_sample else 0.0
+        result = TrainResult(step=self.step, tokens=self.tokens_seen, train_seconds=0, tokens_per_second=0, last_loss=0)
+        result.peak_flops = peak
+        bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
+        interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
+        loss_sum, loss_count = torch.zeros((), device=self.device), 0
+        end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+        while self.step < end:
+            start = time.perf_counter()
+            loss = self.train_step()
+            elapsed = time.perf_counter() - start
+            self.train_seconds += elapsed
+            interval_seconds += elapsed
+            step_tokens = cfg.batch_size * self.tokens_per_sample
+            self.tokens_seen += step_tokens
+            interval_tokens += step_tokens
+            loss_sum, loss_count = loss_sum + loss, loss_count + 1
+            self.step += 1
+            if self.step % cfg.log_every == 0 or self.step == end:
+                mean_loss = float(all_reduce_mean(loss_sum / loss_count))
+                rate = interval_tokens / max(interval_seconds, 1e-9)
+                mfu = self._mfu(interval_tokens / self.tokens_per_sample / max(interval_seconds, 1e-9), peak)
+                row = dict(
+                    step=self.step,
+                    tokens=self.tokens_seen,
+                    loss=mean_loss,
+                    lr=self.optimizer.param_groups[0]["lr"],
+                    tokens_per_s=rate,
+                    mfu=mfu,
+                    train_seconds=self.train_seconds,
+                    wall=time.perf_counter() - interval_start,
+                )
+                metrics.write(row)
+                result.losses.append((self.step, mean_loss))
+                result.mfu = mfu
+                bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{rate:,.0f}", mfu=f"{100 * mfu:.1f}%")
+                loss_sum, loss_count = torch.zeros((), device=self.device), 0
+                interval_tokens, interval_seconds = 0, 0.0
+            bar.update(1)
+            last = self.step == end
+            if self.evaluate is not None and ((cfg.eval_every and self.step % cfg.eval_every == 0) or last):
+                scores = {"step": self.step, "tokens": self.tokens_seen, **self.run_eval()}
+                metrics.write({"eval": True, **scores})
+                result.evals.append(scores)
+                if main:
+                    bar.write(
+                        " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())
+                    )
+            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or last:
+                self.save()
+        bar.close()
+        metrics.close()
+        result.step, result.tokens, result.train_seconds = self.step, self.tokens_seen, self.train_seconds
+        result.tokens_per_second = self.tokens_seen / max(self.train_seconds, 1e-9)
+        result.last_loss = result.losses[-1][1] if result.losses else float("nan")
+        return result
+
+    def train_step(self) -> torch.Tensor:
+        """One optimizer step over the global batch of ``self.step``; returns this process's mean loss."""
+        cfg = self.cfg
+        lr = lr_at(self.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.lr * cfg.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        total = torch.zeros((), device=self.device)
+        first_row = self.env.rank * self.per_process
+        for micro_step in range(self.n_micro):
+            start = first_row + micro_step * self.micro
+            batch = tuple(
+                t.to(self.device, non_blocking=True) for t in self.batches.get(self.step, start, start + self.micro)
+            )
+            set_gradient_sync(self.model, micro_step == self.n_micro - 1)
+            with self.autocast():
+                loss = self.loss_fn(self.forward_model, batch) / self.n_micro
+            loss.backward()
+            total += loss.detach()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    @torch.no_grad()
+    def run_eval(self) -> dict[str, float]:
+        assert self.evaluate is not None
+        self.model.eval()
+        with self.autocast():
+            scores = self.evaluate(self.forward_model)
+        self.model.train()
+        return scores
+
+    def _mfu(self, samples_per_second: float, peak: float) -> float:
+        if not self.flops_per_sample or not peak:
+            return 0.0
+        return self.flops_per_sample * samples_per_second / (peak * self.env.world_size)
+
+    def save(self) -> None:
+        state = dict(
+            step=self.step,
+            tokens=self.tokens_seen,
+            train_seconds=self.train_seconds,
+            data_position={"step": self.step},
+            fingerprint=self.fingerprint,
+            train_config=self.cfg.to_dict(),
+            world_size=self.env.world_size,
+        )
+        save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config)
+
+
+class MetricsLog:
+    """``metrics.jsonl`` (one JSON object per line) and, when ``tensorboard`` is installed, TensorBoard events.
+    On resume, rows after the checkpoint's step are dropped so the file matches an uninterrupted run."""
+
+    def __init__(self, out_dir: Path, enabled: bool, truncate_after: int) -> None:
+        self.enabled = enabled
+        self.path = out_dir / "metrics.jsonl"
+        self.writer = None
+        if not enabled:
+            return
+        if self.path.is_file():
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line and json.loads(line)["step"] <= truncate_after
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(out_dir / "tensorboard"))
+        except Exception:  # tensorboard not installed
+            self.writer = None
+
+    def write(self, row: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        if self.writer is not None:
+            prefix = "eval" if row.get("eval") else "train"
+            for key, value in row.items():
+                if isinstance(value, float):
+                    self.writer.add_scalar(f"{prefix}/{key}", value, row["step"])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _progress(total: int, initial: int, enabled: bool):  # type: ignore[no-untyped-def]
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, dynamic_ncols=True, unit="step", leave=False)
+
+
+def read_metrics(out_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(out_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.is_file() else []

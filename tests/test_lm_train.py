@@ -1,0 +1,275 @@
+"""The trainer: schedule, optimizers, exact resume, atomic checkpoints, DDP / FSDP equivalence, real training."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aot.data.shards import LMBatches
+from aot.errors import AotError
+from aot.models import AotModel, build_model, preset_config
+from aot.train import TrainConfig, Trainer, read_metrics
+from aot.train import checkpoint as ckpt
+from aot.train.optim import Lion, param_groups
+from aot.train.schedule import lr_at
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+
+
+def tiny_model(block: str = "aot-mssa", seed: int = 0, **overrides):
+    fields = dict(n_layer=2, n_embd=32, n_head=4, block_size=16, vocab_size=256, tied_output=False)
+    torch.manual_seed(seed)
+    return build_model(
+        preset_config({"aot-mssa": "aot-mssa-l-cpu", "transformer": "gpt2-cpu"}[block], **{**fields, **overrides})
+    )
+
+
+def fixture_tokens() -> np.ndarray:
+    return np.frombuffer(FIXTURE.read_bytes(), dtype=np.uint8).astype(np.uint16)
+
+
+def lm_loss(model, batch):
+    return model(batch[0], batch[1])[1]
+
+
+def lm_loss_exact(model, batch):
+    """Cross-entropy in the model's own dtype (float64 in the equivalence tests)."""
+    logits, _ = model(batch[0])
+    return F.cross_entropy(logits.flatten(0, 1), batch[1].flatten())
+
+
+# -- schedule and optimizers --------------------------------------------------------------------------------
+
+
+def test_lr_schedule_warmup_then_cosine():
+    base, lo = 1.0, 0.1
+    assert lr_at(0, base, 10, 110, lo) == pytest.approx(0.1)
+    assert lr_at(9, base, 10, 110, lo) == pytest.approx(1.0)
+    assert lr_at(10, base, 10, 110, lo) == pytest.approx(1.0)
+    assert lr_at(60, base, 10, 110, lo) == pytest.approx(lo + 0.5 * (base - lo))  # half-way: cos(π/2) = 0
+    assert lr_at(35, base, 10, 110, lo) == pytest.approx(lo + 0.5 * (base - lo) * (1 + math.cos(math.pi / 4)))
+    assert lr_at(110, base, 10, 110, lo) == pytest.approx(lo)
+
+
+def test_lion_matches_its_update_rule():
+    torch.manual_seed(0)
+    param = torch.nn.Parameter(torch.randn(5, dtype=torch.float64))
+    lr, (b1, b2), wd = 0.01, (0.9, 0.99), 0.1
+    opt = Lion([param], lr=lr, betas=(b1, b2), weight_decay=wd)
+    theta, m = param.detach().clone(), torch.zeros(5, dtype=torch.float64)
+    for _ in range(3):
+        grad = torch.randn(5, dtype=torch.float64)
+        param.grad = grad.clone()
+        opt.step()
+        update = torch.sign(b1 * m + (1 - b1) * grad)
+        theta = theta - lr * (update + wd * theta)
+        m = b2 * m + (1 - b2) * grad
+        torch.testing.assert_close(param.detach(), theta)
+
+
+def test_no_decay_group_holds_biases_norms_and_positions():
+    model = tiny_model("transformer")
+    decay, no_decay = param_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(p.ndim >= 2 for p in decay["params"])
+    no_decay_names = {names[id(p)] for p in no_decay["params"]}
+    assert "pos_embed.weight" in no_decay_names and any("norm" in n for n in no_decay_names)
+    assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.1
+
+
+# -- resume and checkpoints ---------------------------------------------------------------------------------
+
+
+def _trainer(out: Path, model, steps=12, **cfg) -> Trainer:
+    config = TrainConfig(
+        steps=steps, batch_size=4, lr=3e-3, warmup_steps=3, log_every=1, progress=False, precision="fp32", **cfg
+    )
+    return Trainer(
+        model,
+        LMBatches(fixture_tokens(), 4, 16, seed=1),
+        lm_loss,
+        config,
+        out,
+        fingerprint={"model": model.cfg.to_dict()},
+        model_config=model.cfg.to_dict(),
+    )
+
+
+def test_resume_continues_exactly(tmp_path):
+    """Dropout on, so the restored RNG state matters too."""
+    full = _trainer(tmp_path / "full", tiny_model(dropout=0.1)).fit()
+    _trainer(tmp_path / "cut", tiny_model(dropout=0.1)).fit(stop_at=5)
+    resumed_model = tiny_model(dropout=0.1, seed=1)  # different init: everything must come from the file
+    resumed = _trainer(tmp_path / "cut", resumed_model).fit(resume=True)
+    assert [s for s, _ in resumed.losses] == list(range(6, 13))
+    assert resumed.losses == full.losses[5:]
+    assert [r["loss"] for r in read_metrics(tmp_path / "cut")] == [loss for _, loss in full.losses]
+    weights = AotModel.from_pretrained(tmp_path / "full" / "checkpoint").state_dict()
+    for name, value in resumed_model.state_dict().items():
+        torch.testing.assert_close(value, weights[name], rtol=0, atol=0)
+
+
+def test_checkpoint_from_another_config_is_one_line(tmp_path):
+    _trainer(tmp_path, tiny_model(), steps=2).fit()
+    with pytest.raises(AotError) as info:
+        _trainer(tmp_path, tiny_model(n_layer=3), steps=2).fit(resume=True)
+    message = str(info.value)
+    assert "different config (model.n_layer=2 there, 3 here)" in message and "\n" not in message
+
+
+def test_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, tiny_model(), steps=4, checkpoint_every=2)
+    trainer.fit(stop_at=2)
+    import safetensors.torch
+
+    real_save = safetensors.torch.save_file
+    calls = {"n": 0}
+
+    def dying_save(tensors, filename, metadata=None):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the optimizer file of the next checkpoint: die half-way
+            Path(filename).write_bytes(b"partial")
+            raise KeyboardInterrupt("killed")
+        return real_save(tensors, filename, metadata)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit(resume=True)
+    monkeypatch.setattr(safetensors.torch, "save_file", real_save)
+    folder = ckpt.find_checkpoint(tmp_path)
+    assert folder == tmp_path / "checkpoint"
+    assert ckpt.read_trainer_state(folder)["step"] == 2
+    assert list(tmp_path.glob(".checkpoint.tmp-*"))  # the scratch folder of the killed save ...
+    resumed = _trainer(tmp_path, tiny_model(), steps=4, checkpoint_every=2).fit(resume=True)
+    assert resumed.step == 4 and not list(tmp_path.glob(".checkpoint.tmp-*"))  # ... is never read, then removed
+
+
+# -- distributed: the global batch does not depend on the number of processes -------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _dist_cfg(strategy: str) -> TrainConfig:
+    return TrainConfig(
+        steps=4,
+        batch_size=8,
+        micro_batch_size=2,
+        lr=1e-2,
+        warmup_steps=1,
+        log_every=1,
+        progress=False,
+        precision="fp32",
+        strategy=strategy,
+    )
+
+
+def _double_model():
+    return tiny_model(block_size=16).double()
+
+
+def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        trainer = Trainer(
+            _double_model(), LMBatches(fixture_tokens(), 8, 16, seed=2), lm_loss_exact, _dist_cfg(strategy), out
+        )
+        trainer.fit()
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        state = get_model_state_dict(trainer.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if rank == 0:
+            torch.save(state, Path(out) / "weights.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _one_process_weights(tmp_path: Path) -> dict[str, torch.Tensor]:
+    trainer = Trainer(
+        _double_model(),
+        LMBatches(fixture_tokens(), 8, 16, seed=2),
+        lm_loss_exact,
+        _dist_cfg("auto"),
+        tmp_path / "single",
+    )
+    trainer.fit()
+    return trainer.model.state_dict()
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_processes_match_one(tmp_path, strategy):
+    """2 gloo CPU processes (global batch 8 = 2 x 2 micro-batches of 2 each) end with the weights of 1 process
+    (4 micro-batches of 2) within 1e-5."""
+    import torch.multiprocessing as mp
+
+    reference = _one_process_weights(tmp_path)
+    out = tmp_path / strategy
+    mp.spawn(_worker, args=(2, _free_port(), strategy, str(out)), nprocs=2, join=True)
+    weights = torch.load(out / "weights.pt")
+    assert set(weights) == set(reference)
+    for name, value in reference.items():
+        torch.testing.assert_close(weights[name], value, rtol=0, atol=1e-5, msg=name)
+    assert ckpt.read_trainer_state(out / "checkpoint")["world_size"] == 2
+
+
+# -- a short real training run ------------------------------------------------------------------------------
+
+
+def test_short_training_beats_the_unigram(tmp_path):
+    from aot.eval.lm import evaluate_lm, ngram_baselines
+
+    tokens = fixture_tokens()
+    split = int(0.9 * len(tokens))
+    train, val = tokens[:split], tokens[split:]
+    torch.manual_seed(0)
+    model = build_model(preset_config("aot-mssa-l-cpu", n_layer=2, n_embd=64, n_head=4, block_size=32))
+    cfg = TrainConfig(steps=300, batch_size=16, lr=1e-2, warmup_steps=10, progress=False)
+    Trainer(model, LMBatches(train, 16, 32), lm_loss, cfg, tmp_path).fit()
+    ones = np.ones(256, dtype=np.int64)
+    unigram = ngram_baselines(train, val, 256, ones)["unigram"]["loss"]
+    scores = evaluate_lm(model.eval(), val, 32, ones)
+    assert scores["loss"] < unigram - 0.2
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager(tmp_path):
+    """torch.compile changes the speed, not the numbers (needs a C++ compiler for inductor on CPU)."""
+    eager = _trainer(tmp_path / "eager", tiny_model(), steps=3).fit()
+    compiled = _trainer(tmp_path / "compiled", tiny_model(), steps=3, compile=True).fit()
+    for (_, a), (_, b) in zip(eager.losses, compiled.losses):
+        assert a == pytest.approx(b, rel=1e-4)
+
+
+@pytest.mark.parametrize("preset", ["gpt2-cpu", "aot-mssa-l-cpu", "aot-mhsa-l-cpu"])
+def test_flops_estimate_matches_counted_matmuls(preset):
+    """6 N + 12 L H p T per token against torch's FLOP counter over the explicit attention path (x 3 for
+    forward + backward); the estimate leaves out only biases and norms."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from aot.train.mfu import flops_per_token
+
+    cfg = preset_config(preset, n_layer=2, block_size=64, vocab_size=300)
+    model = build_model(cfg)
+    for module in model.modules():
+        if hasattr(module, "use_reference"):
+            module.use_reference = True
+    with FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, 64, dtype=torch.long))
+    counted = 3 * counter.get_total_flops()
+    matmul_params = model.num_params(non_embedding=True) + cfg.vocab_size * cfg.n_embd
+    estimate = 64 * flops_per_token(matmul_params, cfg.n_layer, cfg.n_head, cfg.p, 64)
+    assert estimate == pytest.approx(counted, rel=0.01)
