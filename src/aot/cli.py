@@ -17,6 +17,7 @@ from aot.errors import AotError
 # modules that add subcommands, in the order `aot --help` lists them
 COMMAND_MODULES = [
     "aot.models.cli",
+    "aot.bench.cli",
 ]
 
 
