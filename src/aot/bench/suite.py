@@ -60,6 +60,7 @@ class BenchSettings:
     threads: int = 0  # 0: torch's default
     warmup: int = 2
     repeat: int = 5
+    scaling_repeat: int = 3  # timed repetitions in the scaling sweeps
     seq_lens: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
     scaling_tokens: int = 4096  # tokens per batch in the sequence sweep (batch = tokens // T)
     depths: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -82,6 +83,7 @@ class BenchSettings:
             depth=2,
             warmup=1,
             repeat=2,
+            scaling_repeat=1,
             seq_lens=(32, 64),
             scaling_tokens=128,
             depths=(1, 2),
@@ -180,10 +182,12 @@ def measure_model(
     count_flops: bool = True,
     forward: bool = True,
     memory: bool | None = None,
+    repeat: int | None = None,
 ) -> dict[str, Any]:
     """Every figure of one model: parameters, FLOPs per token (analytic and flop_counter), median forward
     and training-step time, tokens/s, achieved FLOP/s, MFU, and peak training memory."""
     device, dtype = torch.device(s.device), s.torch_dtype
+    repeat = repeat or s.repeat
     torch.manual_seed(0)
     model = build_model(cfg).to(device)
     idx = torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
@@ -213,12 +217,12 @@ def measure_model(
     tokens = batch * seq_len
     if forward:
         model.eval()
-        row["forward_seconds"] = median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.repeat)
+        row["forward_seconds"] = median_seconds(forward_pass(model, idx, dtype), device, s.warmup, repeat)
         row["forward_tokens_per_s"] = tokens / row["forward_seconds"]
         row["forward_mfu"] = mfu(flops.forward, row["forward_tokens_per_s"], peak)
         model.train()
     step = training_step(model, make_optimizer(model), idx, dtype)
-    row["train_seconds"] = median_seconds(step, device, s.warmup, s.repeat)
+    row["train_seconds"] = median_seconds(step, device, s.warmup, repeat)
     row["train_tokens_per_s"] = tokens / row["train_seconds"]
     row["train_flops_per_s"] = achieved_flops(flops.training(), row["train_tokens_per_s"])
     row["train_mfu"] = mfu(flops.training(), row["train_tokens_per_s"], peak)
@@ -259,7 +263,9 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
                 batch = max(1, s.scaling_tokens // seq_len)
                 log(f"[sequence scaling] {label}, T = {seq_len}, batch {batch} ...")
                 cfg = block_config(s, label, s.depth, seq_len)
-                row = measure_model(s, cfg, batch, seq_len, peak, count_flops=False, forward=False)
+                row = measure_model(
+                    s, cfg, batch, seq_len, peak, count_flops=False, forward=False, repeat=s.scaling_repeat
+                )
                 rows.append(dict(label=label, **row))
         results["seq_scaling"] = rows
     if "depth" in s.sections:
@@ -268,7 +274,17 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
             for depth in s.depths:
                 log(f"[depth scaling] {label}, {depth} layers ...")
                 cfg = block_config(s, label, depth)
-                row = measure_model(s, cfg, s.batch, s.seq_len, peak, count_flops=False, forward=False, memory=False)
+                row = measure_model(
+                    s,
+                    cfg,
+                    s.batch,
+                    s.seq_len,
+                    peak,
+                    count_flops=False,
+                    forward=False,
+                    memory=False,
+                    repeat=s.scaling_repeat,
+                )
                 rows.append(dict(label=label, **row))
         results["depth_scaling"] = rows
     if "decode" in s.sections:
@@ -334,9 +350,12 @@ def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
 def _rescale_mfu(results: dict[str, Any], peak: float) -> None:
     """Recompute every MFU against the final peak (the best matmul measurement of the run)."""
     results["peak"]["used"] = peak
+    table = results["peak"].get("table")
     for section in ("models", "seq_scaling", "depth_scaling"):
         for row in results.get(section, []):
             row["train_mfu"] = row["train_flops_per_s"] / peak
+            if table:  # a known GPU: MFU against the data-sheet peak too
+                row["train_mfu_table"] = row["train_flops_per_s"] / table
             row["train_mfu_causal"] = row["flops_training_causal"] * row["train_tokens_per_s"] / peak
             if "forward_tokens_per_s" in row:
                 row["forward_mfu"] = row["flops_forward"] * row["forward_tokens_per_s"] / peak
