@@ -68,15 +68,16 @@ def markdown_report(results: dict[str, Any]) -> str:
             + (f"; batch × T = {st['scaling_tokens']})" if key == "seq_scaling" else ")"),
             "",
             f"| model | {var} | batch | FLOPs/token train | attention share | train ms | µs/token | train FLOP/s | MFU "
-            "| peak mem |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| MFU causal | peak mem |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in results[key]:
             lines.append(
                 f"| {r['label']} | {r[var]} | {r['batch']} | {_si(r['flops_training'])} | "
                 f"{100 * r['attention_share']:.0f} % | {r['train_seconds'] * 1e3:.1f} | "
                 f"{1e6 / r['train_tokens_per_s']:.1f} | {_si(r['train_flops_per_s'], 'FLOP/s')} | "
-                f"{100 * r['train_mfu']:.1f} % | {_mib(r.get('train_peak_bytes'))} |"
+                f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
+                f"{_mib(r.get('train_peak_bytes'))} |"
             )
     if "decode" in results:
         lines += [
@@ -101,7 +102,8 @@ def markdown_report(results: dict[str, Any]) -> str:
         else:
             lines += [
                 f"transformers {peer['versions']['transformers']}; after copying our weights into it the logits "
-                f"differ by at most {peer['max_abs_logit_difference']:.2e}.",
+                f"differ by at most {peer['max_abs_logit_difference']:.2e}. Medians over {peer.get('rounds', 1)} "
+                "interleaved rounds.",
                 "",
                 "| model | params | fwd ms | train ms | train tok/s | MFU |",
                 "|---|---|---|---|---|---|",

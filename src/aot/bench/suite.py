@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -70,6 +71,7 @@ class BenchSettings:
     decode_blocks: tuple[str, ...] = ("AoT-MSSA (tied)", "AoT-MSSA (W_O)", "AoT-MHSA", "GPT-2")
     memory: bool = True
     peer: bool = True
+    peer_rounds: int = 4  # interleaved A/B rounds of the HF comparison (median over rounds)
     peak_sizes: tuple[int, ...] = (1024, 2048)
     sections: tuple[str, ...] = ("models", "seq", "depth", "decode", "peer")
 
@@ -84,6 +86,7 @@ class BenchSettings:
             warmup=1,
             repeat=2,
             scaling_repeat=1,
+            peer_rounds=2,
             seq_lens=(32, 64),
             scaling_tokens=128,
             depths=(1, 2),
@@ -327,13 +330,22 @@ def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
     with torch.no_grad():
         logits_gap = float((ours(idx[:1])[0] - theirs(input_ids=idx[:1]).logits).abs().max())
     flops = flops_per_token(cfg, s.seq_len)
-    out: dict[str, Any] = dict(versions=hf_version(), max_abs_logit_difference=logits_gap)
+    out: dict[str, Any] = dict(versions=hf_version(), max_abs_logit_difference=logits_gap, rounds=s.peer_rounds)
     tokens = s.batch * s.seq_len
-    for name, model in (("aot", ours), ("hf", theirs)):
-        model.eval()
-        forward_s = median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.repeat)
-        model.train()
-        train_s = median_seconds(training_step(model, make_optimizer(model), idx, dtype), device, s.warmup, s.repeat)
+    models = {"aot": ours, "hf": theirs}
+    steps = {name: training_step(model, make_optimizer(model), idx, dtype) for name, model in models.items()}
+    times: dict[str, dict[str, list[float]]] = {name: {"forward": [], "train": []} for name in models}
+    for r in range(s.peer_rounds):  # A/B interleaved, the order alternating, so drifting load hits both
+        for name in ("aot", "hf") if r % 2 == 0 else ("hf", "aot"):
+            model = models[name]
+            model.eval()
+            times[name]["forward"].append(
+                median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.scaling_repeat)
+            )
+            model.train()
+            times[name]["train"].append(median_seconds(steps[name], device, s.warmup, s.scaling_repeat))
+    for name, model in models.items():
+        forward_s, train_s = (statistics.median(times[name][k]) for k in ("forward", "train"))
         out[name] = dict(
             params=num_params(model),
             forward_seconds=forward_s,

@@ -7,10 +7,11 @@ Peak memory of a training step (forward, backward, AdamW step; weights, gradient
 activations all count):
 - CUDA: ``torch.cuda.max_memory_allocated`` after a reset — the bytes held by tensors.
 - CPU: PyTorch frees tensors to the C allocator and no tensor-level counter exists (``tracemalloc`` does not
-  see them), so a fresh subprocess measures its peak resident set size (``resource.getrusage`` max RSS) over
-  two training steps, minus the peak it had after importing torch and running a tiny step of the same block
-  (which loads the kernels' code pages). This is what the process really held, allocator slack included, so
-  it is an upper bound on the tensor bytes; figures to a few MB.
+  see them), so a fresh subprocess measures its peak resident set size over two training steps (Linux:
+  ``VmHWM``, reset to the current RSS through ``/proc/self/clear_refs``; elsewhere ``getrusage`` max RSS),
+  minus its RSS after importing torch and running a tiny step of the same block (which loads the kernels'
+  code pages). This is what the process really held, allocator slack included, so it is an upper bound on
+  the tensor bytes; figures to a few MB.
 """
 
 from __future__ import annotations
@@ -148,9 +149,40 @@ def _tokens(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | s
     return torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=generator).to(device)
 
 
+def _proc_status_bytes(field: str) -> int | None:
+    """``VmRSS`` / ``VmHWM`` from /proc/self/status in bytes (Linux), or None elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _max_rss_bytes() -> int:
+    """Peak RSS of this process. On Linux /proc's ``VmHWM`` (per address space: a fresh process does not
+    inherit its parent's peak, which ``getrusage``'s ``ru_maxrss`` does across fork + exec)."""
+    hwm = _proc_status_bytes("VmHWM")
+    if hwm is not None:
+        return hwm
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(rss if sys.platform == "darwin" else rss * 1024)  # bytes on macOS, KiB on Linux
+
+
+def _reset_peak_rss() -> int:
+    """Reset the peak RSS to the current RSS where Linux allows it (``5 > /proc/self/clear_refs``) and return
+    the baseline to subtract: the current RSS after a reset, else the peak so far."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        current = _proc_status_bytes("VmRSS")
+        if current is not None:
+            return current
+    except OSError:
+        pass
+    return _max_rss_bytes()
 
 
 def _probe(spec: dict[str, Any]) -> dict[str, Any]:
@@ -164,12 +196,12 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
     tiny = build_model(tiny_cfg)
     training_step(tiny, make_optimizer(tiny), _tokens(tiny_cfg, 1, 8, "cpu"), dtype)()
     del tiny
-    baseline = _max_rss_bytes()
+    baseline = _reset_peak_rss()
     model = build_model(cfg)
     step = training_step(model, make_optimizer(model), _tokens(cfg, spec["batch"], spec["seq_len"], "cpu"), dtype)
     for _ in range(2):
         step()
-    return dict(peak_bytes=_max_rss_bytes() - baseline, method="subprocess max RSS delta (resource.getrusage)")
+    return dict(peak_bytes=_max_rss_bytes() - baseline, method="fresh subprocess: peak RSS (VmHWM) minus RSS before")
 
 
 @contextlib.contextmanager
