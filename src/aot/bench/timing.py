@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -119,8 +121,16 @@ def peak_training_memory(
     if device.type == "cuda":
         return _cuda_peak(cfg, batch, seq_len, device, dtype)
     spec = dict(config=cfg.to_dict(), batch=batch, seq_len=seq_len, dtype=str(dtype), threads=torch.get_num_threads())
+    import aot
+
+    package_root = str(Path(aot.__file__).resolve().parents[1])  # the child imports this same aot
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        [sys.executable, "-m", "aot.bench.timing", json.dumps(spec)], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "aot.bench.timing", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
