@@ -1,0 +1,159 @@
+"""Candidate speed-ups of AoT-MSSA, each measured against the core's code in the same process (A/B interleaved).
+
+The core's MSSA already uses one d → K·p projection and passes the same tensor as q, k and v to SDPA, and a
+profile of a training step (torch.profiler) shows no copies, transposes-to-contiguous or concatenations: the
+time goes to matmuls (~87 % of the matmul peak) and the CPU flash-attention kernel; element-wise work is
+< 6 %. The variants below try what is left; a variant is kept in src/ only if it helps here.
+
+- ``core``: the code in src/ (reference point).
+- ``matmul-tied-output``: the tied output as ``out @ W`` instead of ``F.linear(out, W.t())`` (the weight
+  gradient of that use lands in W's own layout) and identity modules (η = none, dropout 0) skipped in blocks.
+- ``contiguous-P``: P made contiguous in (B, K, T, p) before SDPA (the kernel reads strided rows otherwise).
+- ``reference-path``: the explicit softmax(P Pᵀ s + mask) P instead of the fused kernel.
+
+    flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py
+
+Writes mssa_variants.json beside this file: medians over rounds of a training step and a forward
+(aot-mssa tied, 6 layers, d = 256, 4 heads, T = 256, batch 16, fp32) and of one cached decoding step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from aot.bench.flops import flops_per_token
+from aot.bench.peaks import measure_matmul_peak
+from aot.bench.timing import forward_pass, make_optimizer, median_seconds, training_step
+from aot.config import ModelConfig
+from aot.models import build_model
+from aot.nn.attention import MultiHeadSubspaceSelfAttention, _AttentionCore
+from aot.nn.blocks import _Block
+
+
+def _forward_matmul_output(self, x, cache=None, need_weights=False):  # type: ignore[no-untyped-def]
+    offset = cache.length if cache is not None else 0
+    proj = self.hook_subspace(self._split(self.subspace_proj(x)))
+    (proj_all,) = cache.extend(proj) if cache is not None else (proj,)
+    q, k = self._rope(proj, proj_all, offset)
+    out = self._merge(self.attend(q, k, proj_all, need_weights))
+    if self.out_proj is not None:
+        return self.out_proj(out)
+    return torch.matmul(out, self.subspace_proj.weight)
+
+
+def _attention_step_skipping_identities(self, x, cache):  # type: ignore[no-untyped-def]
+    x = self.hook_resid_pre(x)
+    branch = self.attn(self.attn_norm(x), cache)
+    if self.attn_scale.eta is not None:
+        branch = self.attn_scale(branch)
+    branch = self.hook_attn_out(branch)
+    return x + (self.drop(branch) if self.drop.p and self.training else branch)
+
+
+def _split_contiguous(self, t):  # type: ignore[no-untyped-def]
+    B, T, _ = t.shape
+    return t.view(B, T, self.n_head, self.head_dim).transpose(1, 2).contiguous()
+
+
+@contextlib.contextmanager
+def variant(name: str, model: torch.nn.Module) -> Iterator[None]:
+    saved = (MultiHeadSubspaceSelfAttention.forward, _Block.attention_step, _AttentionCore._split)
+    try:
+        if name == "matmul-tied-output":
+            MultiHeadSubspaceSelfAttention.forward = _forward_matmul_output  # type: ignore[method-assign]
+            _Block.attention_step = _attention_step_skipping_identities  # type: ignore[method-assign]
+        elif name == "contiguous-P":
+            _AttentionCore._split = _split_contiguous  # type: ignore[method-assign]
+        elif name == "reference-path":
+            for module in model.modules():
+                if isinstance(module, _AttentionCore):
+                    module.use_reference = True
+        yield
+    finally:
+        MultiHeadSubspaceSelfAttention.forward, _Block.attention_step, _AttentionCore._split = saved  # type: ignore[method-assign]
+        for module in model.modules():
+            if isinstance(module, _AttentionCore):
+                module.use_reference = False
+
+
+def decode_step_seconds(model, n_cached: int = 256, steps: int = 64) -> float:  # type: ignore[no-untyped-def]
+    cache = model.new_cache()
+    seconds = []
+    with torch.no_grad():
+        model(torch.randint(0, model.cfg.vocab_size, (1, n_cached)), cache=cache)
+        token = torch.zeros(1, 1, dtype=torch.long)
+        for _ in range(steps):
+            start = time.perf_counter()
+            model(token, cache=cache)
+            seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+VARIANTS = ("core", "matmul-tied-output", "contiguous-P", "reference-path")
+
+
+def main(rounds: int = 3) -> dict:
+    cfg = ModelConfig(block="aot-mssa", n_layer=6, n_embd=256, n_head=4, tied_output=True, block_size=512)
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    idx = torch.randint(0, 256, (16, 256))
+    optimizer = make_optimizer(model)
+    peak = measure_matmul_peak(torch.float32)["peak"]
+    flops_step = flops_per_token(cfg, 256).training() * idx.numel()
+    times: dict[str, dict[str, list[float]]] = {v: {"train": [], "forward": [], "decode_step": []} for v in VARIANTS}
+    for r in range(rounds):
+        order = VARIANTS if r % 2 == 0 else tuple(reversed(VARIANTS))
+        for name in order:
+            with variant(name, model):
+                model.train()
+                times[name]["train"].append(median_seconds(training_step(model, optimizer, idx), warmup=1, repeat=3))
+                model.eval()
+                times[name]["forward"].append(median_seconds(forward_pass(model, idx), warmup=1, repeat=3))
+                times[name]["decode_step"].append(decode_step_seconds(model))
+    summary = {}
+    for name in VARIANTS:
+        row = {f"{k}_ms": 1e3 * statistics.median(v) for k, v in times[name].items()}
+        row["train_mfu"] = flops_step / (row["train_ms"] / 1e3) / peak
+        row["train_speedup_vs_core"] = statistics.median(times["core"]["train"]) / statistics.median(
+            times[name]["train"]
+        )
+        row["decode_speedup_vs_core"] = statistics.median(times["core"]["decode_step"]) / statistics.median(
+            times[name]["decode_step"]
+        )
+        summary[name] = row
+    return dict(
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        machine=dict(
+            platform=platform.platform(),
+            torch=torch.__version__,
+            cpu_count=os.cpu_count(),
+            threads=torch.get_num_threads(),
+            load_average=os.getloadavg(),
+        ),
+        setup="aot-mssa tied, 6 layers, d=256, 4 heads, T=256, batch 16, fp32; decode: 1 token after 256 cached",
+        matmul_peak_flops=peak,
+        rounds=rounds,
+        summary=summary,
+    )
+
+
+if __name__ == "__main__":
+    out = main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    Path(__file__).with_name("mssa_variants.json").write_text(json.dumps(out, indent=2) + "\n")
+    for name, row in out["summary"].items():
+        print(
+            f"{name:20s} train {row['train_ms']:7.1f} ms (MFU {100 * row['train_mfu']:.1f} %, "
+            f"×{row['train_speedup_vs_core']:.3f})  forward {row['forward_ms']:6.1f} ms  "
+            f"decode step {row['decode_step_ms']:.3f} ms (×{row['decode_speedup_vs_core']:.3f})"
+        )

@@ -1,0 +1,102 @@
+"""`aot bench`: parameters, FLOPs, memory, time per pass, MFU, scaling, decoding and the HF peer, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from aot.cli import add_experiment_args
+from aot.config import from_dict, load_config_file
+from aot.errors import AotError
+
+SECTIONS = ("models", "seq", "depth", "decode", "peer")
+
+EPILOG = """\
+examples:
+  aot bench                                  # the default suite (a few minutes on 2 CPU cores)
+  aot bench --quick --out /tmp/bench         # a tiny smoke run (seconds)
+  aot bench --only models,peer --dtype bf16  # just the model table and the HF peer, in bf16 autocast
+  flock /tmp/aot-cpu.lock aot bench --out benchmarks/bench   # record results without other heavy runs
+
+Sections: models (every block type at matched width/depth and at matched non-embedding parameters),
+seq (training cost as T grows, batch × T fixed), depth (as layers grow), decode (512 tokens with and
+without the KV cache, cache bytes per token), peer (HuggingFace GPT2LMHeadModel on our GPT-2's config;
+needs `pip install aot[hf]`, skipped otherwise).
+Writes results.json, table.md and bench.png into --out. --config takes a YAML/JSON file whose keys are
+the fields of aot.bench.suite.BenchSettings (e.g. n_embd, seq_len, batch, depth, repeat, seq_lens)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure parameters, FLOPs, memory, time, MFU of every block type side by side",
+        description="Benchmark every block type (AoT-MSSA tied / W_O, AoT-MHSA, GPT-2, CRATE, Llama) at the same "
+        "width and depth and at matched parameters: parameters; FLOPs per token (analytic, checked against "
+        "torch.utils.flop_counter); peak training memory; median forward and training-step time; tokens/s; "
+        "MFU against a matmul peak measured in the same run. Also scaling with sequence length and depth, "
+        "cached vs uncached decoding, and HuggingFace's GPT-2 as a peer. Default size: d=256, 4 heads, "
+        "T=256, batch 16, 6 layers, fp32.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_experiment_args(parser, default_out="runs/bench")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds)")
+    parser.add_argument(
+        "--only", metavar="SECTIONS", help=f"comma-separated subset of: {', '.join(SECTIONS)} (default: all)"
+    )
+    parser.add_argument(
+        "--dtype", choices=["fp32", "bf16", "fp16"], help="compute dtype (default fp32; bf16 = autocast)"
+    )
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
+    parser.add_argument("--repeat", type=int, help="timed repetitions per measurement (default 5; median reported)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from aot.bench.suite import BenchSettings
+
+    settings = BenchSettings.quick() if args.quick else BenchSettings()
+    fields = settings.__dict__.copy()
+    if args.config:
+        fields.update(load_config_file(args.config))
+    for name in ("dtype", "threads", "repeat"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    if args.no_memory:
+        fields["memory"] = False
+    if args.only:
+        wanted = tuple(part.strip() for part in args.only.split(",") if part.strip())
+        unknown = [w for w in wanted if w not in SECTIONS]
+        if unknown:
+            raise AotError(f"--only: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}")
+        fields["sections"] = wanted
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    fields["device"] = device
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    return from_dict(BenchSettings, fields, "bench")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from aot.bench.report import markdown_report, plot_report
+    from aot.bench.suite import run_suite
+
+    settings = settings_from_args(args)
+    torch.manual_seed(args.seed)
+    results = run_suite(settings)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = markdown_report(results)
+    (out / "table.md").write_text(table)
+    plot_report(results, out / "bench.png")
+    print(table)
+    print(f"wrote {out / 'results.json'}, {out / 'table.md'}, {out / 'bench.png'}")
+    return 0

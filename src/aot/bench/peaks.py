@@ -1,0 +1,84 @@
+"""Peak FLOP/s: a table of dense tensor-core peaks for known GPUs, and a matmul peak measured in this run.
+
+The table holds the vendors' dense (no 2:4 sparsity) figures for the SXM parts unless the name says PCIe /
+NVL; ``fp32`` is plain FP32 (CUDA cores), ``tf32`` what fp32 matmuls reach with TF32 enabled.
+On a CPU there is no honest table: :func:`measure_matmul_peak` times large matmuls of the dtype in question.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aot.errors import AotError
+
+#: dense peak FLOP/s by GPU and dtype (NVIDIA data sheets: A100, H100, H200)
+GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+    "H100 PCIe": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
+    "H100 NVL": {"bf16": 835e12, "fp16": 835e12, "tf32": 418e12, "fp32": 60e12},
+    "H100": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},  # SXM5
+    "H200 NVL": {"bf16": 835e12, "fp16": 835e12, "tf32": 418e12, "fp32": 60e12},
+    "H200": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},  # SXM
+}
+
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def dtype_name(dtype: torch.dtype, tf32: bool = False) -> str:
+    """The table key of a dtype: fp32 matmuls with TF32 enabled count as ``tf32``."""
+    name = DTYPE_NAMES.get(dtype)
+    if name is None:
+        raise AotError(f"no peak FLOP/s for dtype {dtype}; use float32, bfloat16 or float16")
+    return "tf32" if name == "fp32" and tf32 else name
+
+
+def gpu_peak_flops(device_name: str, dtype: torch.dtype = torch.bfloat16, tf32: bool = False) -> float | None:
+    """Dense peak FLOP/s of a known GPU (``torch.cuda.get_device_name()``), or None when it is not in the
+    table. The most specific name wins ("NVIDIA H100 PCIe" → "H100 PCIe", "NVIDIA H100 80GB HBM3" → "H100")."""
+    key = dtype_name(dtype, tf32)
+    for name in sorted(GPU_PEAK_FLOPS, key=len, reverse=True):
+        if name.lower() in device_name.lower():
+            return GPU_PEAK_FLOPS[name][key]
+    return None
+
+
+def measure_matmul_peak(
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    sizes: tuple[int, ...] = (1024, 2048),
+    repeat: int = 5,
+) -> dict[str, float]:
+    """The best FLOP/s of square (n × n) @ (n × n) matmuls of ``dtype`` on ``device`` (2·n³ FLOPs each; median
+    of ``repeat`` timings after warm-up, best over ``sizes``). Returns {"peak": FLOP/s, "n<size>": FLOP/s...}."""
+    from aot.bench.timing import median_seconds
+
+    device = torch.device(device)
+    result: dict[str, float] = {}
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+
+        def product(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
+            return torch.mm(a, b)
+
+        seconds = median_seconds(product, device=device, warmup=2, repeat=repeat)
+        result[f"n{n}"] = 2 * n**3 / seconds
+    result["peak"] = max(result.values())
+    return result
+
+
+_measured: dict[tuple[str, torch.dtype], float] = {}
+
+
+def peak_flops(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, tf32: bool = False) -> float:
+    """The peak FLOP/s to divide by for MFU: the table for a known GPU, else a matmul peak measured once per
+    process (about a second) and remembered."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        table = gpu_peak_flops(torch.cuda.get_device_name(device), dtype, tf32)
+        if table is not None:
+            return table
+    key = (str(device), dtype)
+    if key not in _measured:
+        _measured[key] = measure_matmul_peak(dtype, device)["peak"]
+    return _measured[key]

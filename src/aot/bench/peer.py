@@ -1,0 +1,96 @@
+"""A peer in the same run: HuggingFace transformers' GPT2LMHeadModel on our GPT-2 baseline's config.
+
+``transformers`` is an optional extra (``pip install aot[hf]``); without it the comparison is skipped with a
+message. The HF model is built from a ``GPT2Config`` with the same layers, width, heads, vocabulary and
+context, no dropout, exact GELU (as our MLP) and SDPA attention, and timed in the same process, with the same
+thread count and dtype, by the same functions as our models.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from torch import nn
+
+from aot.config import ModelConfig
+from aot.errors import AotError
+
+MISSING_MESSAGE = "HuggingFace transformers is not installed; `pip install aot[hf]` to compare with its GPT-2"
+
+
+def transformers_available() -> bool:
+    return importlib.util.find_spec("transformers") is not None
+
+
+def hf_gpt2(cfg: ModelConfig) -> nn.Module:
+    """HF ``GPT2LMHeadModel`` with the config of our ``transformer`` block (GPT-2): same n_layer, n_embd,
+    n_head, vocab_size, n_positions = block_size, MLP width, LayerNorm eps 1e-5, tied LM head."""
+    if not transformers_available():
+        raise AotError(MISSING_MESSAGE)
+    if cfg.block != "transformer" or cfg.task != "lm" or cfg.position != "learned" or not cfg.bias:
+        raise AotError(f"the HF GPT-2 peer needs a GPT-2 config (block='transformer', task='lm'), got {cfg.block!r}")
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    hf_cfg = GPT2Config(  # type: ignore[call-arg]
+        vocab_size=cfg.vocab_size,
+        n_positions=cfg.block_size,
+        n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        n_inner=int(cfg.mlp_ratio * cfg.n_embd),
+        activation_function="gelu",  # exact GELU, as aot's GeluMLP (GPT-2 itself uses the tanh approximation)
+        resid_pdrop=cfg.dropout,
+        embd_pdrop=cfg.dropout,
+        attn_pdrop=cfg.dropout,
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=cfg.vocab_size - 1,
+        eos_token_id=cfg.vocab_size - 1,
+        use_cache=False,
+        attn_implementation="sdpa",
+    )
+    return GPT2LMHeadModel(hf_cfg)
+
+
+def load_aot_weights_into_hf(aot_model: nn.Module, hf_model: nn.Module) -> None:
+    """Copy an aot GPT-2's weights into a HF GPT-2 of the same config (HF's Conv1D stores weights transposed),
+    so the two compute the same function — the check that the peer is the same model."""
+    import torch
+
+    src = dict(aot_model.named_parameters())
+    mapping: dict[str, tuple[str, bool]] = {
+        "transformer.wte.weight": ("tok_embed.weight", False),
+        "transformer.wpe.weight": ("pos_embed.weight", False),
+        "transformer.ln_f.weight": ("backbone.final_norm.weight", False),
+        "transformer.ln_f.bias": ("backbone.final_norm.bias", False),
+    }
+    n_layer = int(hf_model.config.n_layer)  # type: ignore[union-attr, arg-type]
+    for layer in range(n_layer):
+        ours, theirs = f"backbone.blocks.{layer}.", f"transformer.h.{layer}."
+        for hf_name, aot_name, transpose in [
+            ("ln_1", "attn_norm", False),
+            ("attn.c_attn", "attn.qkv_proj", True),
+            ("attn.c_proj", "attn.out_proj", True),
+            ("ln_2", "mlp_norm", False),
+            ("mlp.c_fc", "mlp.up_proj", True),
+            ("mlp.c_proj", "mlp.down_proj", True),
+        ]:
+            mapping[theirs + hf_name + ".weight"] = (ours + aot_name + ".weight", transpose)
+            mapping[theirs + hf_name + ".bias"] = (ours + aot_name + ".bias", False)
+    with torch.no_grad():
+        for name, param in hf_model.named_parameters():
+            aot_name, transpose = mapping[name]
+            value = src[aot_name]
+            param.copy_(value.t() if transpose else value)
+
+
+def num_params(model: nn.Module) -> int:
+    """Unique parameters (a tied weight once), as ``AotModel.num_params``."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def hf_version() -> dict[str, Any]:
+    import transformers
+
+    return {"transformers": transformers.__version__}

@@ -1,0 +1,170 @@
+"""The suite's results as a Markdown table and a PNG figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _si(x: float, unit: str = "") -> str:
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.2f} {prefix}{unit}"
+    return f"{x:.3g} {unit}".strip()
+
+
+def _mib(x: float | None) -> str:
+    return "—" if x is None else f"{x / 2**20:.0f} MiB"
+
+
+def markdown_report(results: dict[str, Any]) -> str:
+    env, peak = results["environment"], results["peak"]
+    st = results["settings"]
+    lines = [
+        "# aot bench",
+        "",
+        f"{env['date']} · {env['processor']} · {env['platform']} · torch {env['torch']} · "
+        f"{env['cpu_count']} CPUs, {env['threads']} threads · device {env['device']}"
+        + (f" ({env['gpu']})" if env.get("gpu") else "")
+        + f" · load average {env.get('load_average_start')} → {env.get('load_average_end')}",
+        "",
+        f"Default size: d = {st['n_embd']}, {st['n_head']} heads, T = {st['seq_len']}, batch {st['batch']}, "
+        f"vocab {st['vocab_size']}, {st['dtype']}. Medians of {st['repeat']} timings after {st['warmup']} warm-up. "
+        f"Matmul peak ({peak['dtype']}, measured in this run, best of start/end): {_si(peak['used'], 'FLOP/s')}"
+        + (f"; table peak of this GPU: {_si(peak['table'], 'FLOP/s')}" if peak.get("table") else "")
+        + ".",
+        "",
+        "FLOPs count matrix products (2·m·n·k: linear layers, attention scores and values over the full T×T "
+        "square, LM head), no element-wise work; training = 3× forward (model FLOPs). *MFU causal* counts only "
+        "unmasked attention. *flop_counter* is `torch.utils.flop_counter` (training includes the score "
+        "product the fused backward recomputes) divided by the analytic count.",
+    ]
+    if "models" in results:
+        lines += ["", "## Every block type", ""]
+        lines += [
+            "| group | model | layers | params (non-emb.) | FLOPs/token fwd · train | flop_counter | "
+            "fwd ms | train ms | train tok/s | train FLOP/s | MFU | MFU causal | peak mem | vs GPT-2 tok/s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        base = {r["group"]: r for r in results["models"] if r["label"] == "GPT-2"}
+        for r in results["models"]:
+            agree = r.get("flop_counter_agreement_training")
+            ratio = r["train_tokens_per_s"] / base[r["group"]]["train_tokens_per_s"] if r["group"] in base else None
+            lines.append(
+                f"| {r['group']} | {r['label']} | {r['n_layer']} | {r['params'] / 1e6:.2f}M "
+                f"({r['non_embedding_params'] / 1e6:.2f}M) | {_si(r['flops_forward'])} · {_si(r['flops_training'])} | "
+                + ("—" if agree is None else f"{r['flop_counter_agreement_forward']:.3f} · {agree:.3f}")
+                + f" | {r['forward_seconds'] * 1e3:.1f} | {r['train_seconds'] * 1e3:.1f} | "
+                f"{r['train_tokens_per_s']:,.0f} | {_si(r['train_flops_per_s'], 'FLOP/s')} | "
+                f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
+                f"{_mib(r.get('train_peak_bytes'))} | " + ("—" if ratio is None else f"{ratio:.2f}×") + " |"
+            )
+    for key, title, var in (("seq_scaling", "Sequence length", "seq_len"), ("depth_scaling", "Depth", "n_layer")):
+        if key not in results:
+            continue
+        lines += [
+            "",
+            f"## {title} scaling (training step"
+            + (f"; batch × T = {st['scaling_tokens']})" if key == "seq_scaling" else ")"),
+            "",
+            f"| model | {var} | batch | FLOPs/token train | attention share | train ms | µs/token | train FLOP/s | MFU "
+            "| MFU causal | peak mem |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in results[key]:
+            lines.append(
+                f"| {r['label']} | {r[var]} | {r['batch']} | {_si(r['flops_training'])} | "
+                f"{100 * r['attention_share']:.0f} % | {r['train_seconds'] * 1e3:.1f} | "
+                f"{1e6 / r['train_tokens_per_s']:.1f} | {_si(r['train_flops_per_s'], 'FLOP/s')} | "
+                f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
+                f"{_mib(r.get('train_peak_bytes'))} |"
+            )
+    if "decode" in results:
+        lines += [
+            "",
+            "## Generation (greedy, batch 1)",
+            "",
+            "| model | layers | new tokens | cached tok/s | uncached tok/s | speed-up | same tokens "
+            "| cache bytes/token |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in results["decode"]:
+            lines.append(
+                f"| {r['label']} | {r['n_layer']} | {r['n_new']} | {r['cached_tokens_per_s']:,.1f} | "
+                f"{r['uncached_tokens_per_s']:,.1f} | {r['speedup']:.1f}× | {r['same_tokens']} | "
+                f"{r['cache_bytes_per_token']:,.0f} |"
+            )
+    peer = results.get("peer")
+    if peer:
+        lines += ["", "## Peer: HuggingFace transformers GPT-2 on the same config", ""]
+        if "skipped" in peer:
+            lines.append(f"Skipped: {peer['skipped']}.")
+        else:
+            lines += [
+                f"transformers {peer['versions']['transformers']}; after copying our weights into it the logits "
+                f"differ by at most {peer['max_abs_logit_difference']:.2e}. Medians over {peer.get('rounds', 1)} "
+                "interleaved rounds.",
+                "",
+                "| model | params | fwd ms | train ms | train tok/s | MFU |",
+                "|---|---|---|---|---|---|",
+            ]
+            for name, title in (("aot", "aot GPT-2"), ("hf", "HF GPT2LMHeadModel")):
+                r = peer[name]
+                lines.append(
+                    f"| {title} | {r['params']:,} | {r['forward_seconds'] * 1e3:.1f} | "
+                    f"{r['train_seconds'] * 1e3:.1f} | "
+                    f"{r['train_tokens_per_s']:,.0f} | {100 * r['train_mfu']:.1f} % |"
+                )
+            lines.append(
+                f"\nOurs / HF: training {peer['train_speed_ratio']:.2f}×, forward {peer['forward_speed_ratio']:.2f}×."
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot_report(results: dict[str, Any], path: str | Path) -> Path:
+    """Four panels: training tokens/s and MFU per model, cost per token against T and against depth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    models = results.get("models", [])
+    for ax, (key, title, scale) in zip(
+        axes[0],
+        (("train_tokens_per_s", "training tokens/s", 1.0), ("train_mfu", "training MFU (%)", 100.0)),
+    ):
+        groups = list(dict.fromkeys(r["group"] for r in models))
+        labels = list(dict.fromkeys(r["label"] for r in models))
+        width = 0.8 / max(1, len(groups))
+        for g, group in enumerate(groups):
+            values = [
+                next((r[key] * scale for r in models if r["group"] == group and r["label"] == lbl), 0.0)
+                for lbl in labels
+            ]
+            ax.bar([i + g * width for i in range(len(labels))], values, width, label=group)
+        ax.set_xticks([i + width * (len(groups) - 1) / 2 for i in range(len(labels))], labels, rotation=20, fontsize=8)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    for ax, (key, var, xlabel) in zip(
+        axes[1], (("seq_scaling", "seq_len", "sequence length T"), ("depth_scaling", "n_layer", "layers"))
+    ):
+        rows = results.get(key, [])
+        for label in dict.fromkeys(r["label"] for r in rows):
+            mine = [r for r in rows if r["label"] == label]
+            ax.plot([r[var] for r in mine], [1e6 / r["train_tokens_per_s"] for r in mine], "o-", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("training µs per token")
+        ax.set_title(f"cost per token against {xlabel}")
+        ax.legend(fontsize=8)
+    env = results["environment"]
+    fig.suptitle(
+        f"aot bench · {env['date']} · {env['processor']} · {env['threads']} threads · {env['dtype']}", fontsize=10
+    )
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,385 @@
+"""The benchmark suite behind `aot bench`: every block type at matched width/depth and at matched parameters,
+sequence-length and depth scaling, decoding with and without the cache, and the HuggingFace GPT-2 peer.
+
+Every figure is measured in one process with one thread count and one dtype, against a matmul peak measured
+in the same run (the best of the measurements before and after the suite, so contention lowers MFU rather
+than inflating it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from aot.bench.decode import decode_benchmark
+from aot.bench.flops import flops_per_token, measure_flops
+from aot.bench.mfu import achieved_flops, mfu
+from aot.bench.peaks import dtype_name, gpu_peak_flops, measure_matmul_peak
+from aot.bench.timing import (
+    forward_pass,
+    make_optimizer,
+    median_seconds,
+    peak_training_memory,
+    training_step,
+)
+from aot.config import ModelConfig
+from aot.errors import AotError
+from aot.models import build_model
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+#: (label, block, extra config) of every block type the suite compares
+BLOCKS: list[tuple[str, str, dict[str, Any]]] = [
+    ("AoT-MSSA (tied)", "aot-mssa", {"tied_output": True}),
+    ("AoT-MSSA (W_O)", "aot-mssa", {"tied_output": False}),
+    ("AoT-MHSA", "aot-mhsa", {}),
+    ("GPT-2", "transformer", {}),
+    ("CRATE", "crate", {"tied_output": False}),
+    ("Llama", "llama", {"bias": False}),
+]
+BASELINE = "GPT-2"
+
+
+@dataclass
+class BenchSettings:
+    """What `aot bench` measures. Defaults: the CPU bench size d = 256, 4 heads, T = 256, batch 16, fp32."""
+
+    n_embd: int = 256
+    n_head: int = 4
+    seq_len: int = 256
+    batch: int = 16
+    vocab_size: int = 256
+    depth: int = 6  # matched width/depth: every block type at this depth; GPT-2's depth at matched params
+    dtype: str = "fp32"
+    device: str = "cpu"
+    threads: int = 0  # 0: torch's default
+    warmup: int = 2
+    repeat: int = 5
+    scaling_repeat: int = 3  # timed repetitions in the scaling sweeps
+    seq_lens: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
+    scaling_tokens: int = 4096  # tokens per batch in the sequence sweep (batch = tokens // T)
+    depths: tuple[int, ...] = (1, 2, 4, 8, 16)
+    scaling_blocks: tuple[str, ...] = ("AoT-MSSA (tied)", "AoT-MHSA", "GPT-2")
+    decode_new: int = 512
+    decode_prompt: int = 16
+    decode_blocks: tuple[str, ...] = ("AoT-MSSA (tied)", "AoT-MSSA (W_O)", "AoT-MHSA", "GPT-2")
+    memory: bool = True
+    peer: bool = True
+    peer_rounds: int = 4  # interleaved A/B rounds of the HF comparison (median over rounds)
+    peak_sizes: tuple[int, ...] = (1024, 2048)
+    sections: tuple[str, ...] = ("models", "seq", "depth", "decode", "peer")
+
+    @classmethod
+    def quick(cls) -> BenchSettings:
+        """A tiny run for tests and smoke checks (seconds, not minutes)."""
+        return cls(
+            n_embd=64,
+            seq_len=64,
+            batch=2,
+            depth=2,
+            warmup=1,
+            repeat=2,
+            scaling_repeat=1,
+            peer_rounds=2,
+            seq_lens=(32, 64),
+            scaling_tokens=128,
+            depths=(1, 2),
+            decode_new=24,
+            decode_prompt=4,
+            decode_blocks=("AoT-MSSA (tied)", "GPT-2"),
+            memory=False,
+            peak_sizes=(256,),
+        )
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        if self.dtype not in DTYPES:
+            raise AotError(f"dtype={self.dtype!r} is not one of {', '.join(DTYPES)}")
+        return DTYPES[self.dtype]
+
+
+def block_config(s: BenchSettings, label: str, n_layer: int, seq_len: int | None = None) -> ModelConfig:
+    """The config of block ``label`` (see :data:`BLOCKS`) at the bench width and ``n_layer`` layers."""
+    extra = {lbl: (blk, ext) for lbl, blk, ext in BLOCKS}
+    if label not in extra:
+        raise AotError(f"unknown block label {label!r}; choose from {', '.join(extra)}")
+    block, fields = extra[label]
+    return ModelConfig(
+        block=block,
+        n_layer=n_layer,
+        n_embd=s.n_embd,
+        n_head=s.n_head,
+        vocab_size=s.vocab_size,
+        block_size=max(seq_len or s.seq_len, s.seq_len),
+        **fields,
+    )
+
+
+def matched_depth(s: BenchSettings, label: str) -> int:
+    """The depth at which block ``label`` has the non-embedding parameters nearest GPT-2's at ``s.depth``."""
+
+    def per_layer(lbl: str) -> int:
+        with torch.device("meta"):
+            one, two = (build_model(block_config(s, lbl, n)).num_params(non_embedding=True) for n in (1, 2))
+        return two - one
+
+    return max(1, round(s.depth * per_layer(BASELINE) / per_layer(label)))
+
+
+def environment(s: BenchSettings) -> dict[str, Any]:
+    device = torch.device(s.device)
+    env = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        platform=platform.platform(),
+        machine=platform.machine(),
+        processor=platform.processor() or _cpu_model(),
+        python=platform.python_version(),
+        torch=torch.__version__,
+        cpu_count=os.cpu_count(),
+        threads=torch.get_num_threads(),
+        device=str(device),
+        dtype=s.dtype,
+        load_average_start=_load_average(),
+    )
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+    return env
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def measure_peak(s: BenchSettings) -> dict[str, Any]:
+    peak = measure_matmul_peak(s.torch_dtype, s.device, sizes=s.peak_sizes, repeat=s.repeat)
+    return {k: float(v) for k, v in peak.items()}
+
+
+def measure_model(
+    s: BenchSettings,
+    cfg: ModelConfig,
+    batch: int,
+    seq_len: int,
+    peak: float,
+    *,
+    count_flops: bool = True,
+    forward: bool = True,
+    memory: bool | None = None,
+    repeat: int | None = None,
+) -> dict[str, Any]:
+    """Every figure of one model: parameters, FLOPs per token (analytic and flop_counter), median forward
+    and training-step time, tokens/s, achieved FLOP/s, MFU, and peak training memory."""
+    device, dtype = torch.device(s.device), s.torch_dtype
+    repeat = repeat or s.repeat
+    torch.manual_seed(0)
+    model = build_model(cfg).to(device)
+    idx = torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
+    flops = flops_per_token(cfg, seq_len)
+    row: dict[str, Any] = dict(
+        block=cfg.block,
+        tied_output=cfg.tied_output if cfg.block in ("aot-mssa", "crate") else None,
+        n_layer=cfg.n_layer,
+        n_embd=cfg.n_embd,
+        n_head=cfg.n_head,
+        batch=batch,
+        seq_len=seq_len,
+        params=model.num_params(),
+        non_embedding_params=model.num_params(non_embedding=True),
+        flops_forward=flops.forward,
+        flops_training=flops.training(),
+        flops_training_hw=flops.training(recompute=True),
+        flops_training_causal=flops.training_causal(),
+        attention_share=flops.attention / flops.forward,
+    )
+    if count_flops:  # per token, on one sequence (FLOPs per token do not depend on the batch)
+        one = idx[:1]
+        row["flop_counter_forward"] = measure_flops(model, one, training=False) / seq_len
+        row["flop_counter_training"] = measure_flops(model, one, training=True) / seq_len
+        row["flop_counter_agreement_forward"] = row["flop_counter_forward"] / flops.forward
+        row["flop_counter_agreement_training"] = row["flop_counter_training"] / flops.training(recompute=True)
+    tokens = batch * seq_len
+    if forward:
+        model.eval()
+        row["forward_seconds"] = median_seconds(forward_pass(model, idx, dtype), device, s.warmup, repeat)
+        row["forward_tokens_per_s"] = tokens / row["forward_seconds"]
+        row["forward_mfu"] = mfu(flops.forward, row["forward_tokens_per_s"], peak)
+        model.train()
+    step = training_step(model, make_optimizer(model), idx, dtype)
+    row["train_seconds"] = median_seconds(step, device, s.warmup, repeat)
+    row["train_tokens_per_s"] = tokens / row["train_seconds"]
+    row["train_flops_per_s"] = achieved_flops(flops.training(), row["train_tokens_per_s"])
+    row["train_mfu"] = mfu(flops.training(), row["train_tokens_per_s"], peak)
+    row["train_mfu_causal"] = mfu(flops.training_causal(), row["train_tokens_per_s"], peak)
+    del model, step
+    if s.memory if memory is None else memory:
+        row["train_peak_bytes"] = peak_training_memory(cfg, batch, seq_len, device, dtype)["peak_bytes"]
+    return row
+
+
+def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
+    """Run every section of the suite; returns the ``results.json`` document."""
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    device = torch.device(s.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise AotError("--device cuda was asked for but CUDA is not available; use --device cpu")
+    results: dict[str, Any] = dict(environment=environment(s), settings=_settings_dict(s))
+    log(f"measuring the {s.dtype} matmul peak on {device} ...")
+    peak_start = measure_peak(s)
+    peak = peak_start["peak"]
+    table_peak = gpu_peak_flops(results["environment"].get("gpu", ""), s.torch_dtype) if device.type == "cuda" else None
+    results["peak"] = dict(measured_start=peak_start, table=table_peak, dtype=dtype_name(s.torch_dtype))
+
+    if "models" in s.sections:
+        rows = []
+        for group in ("matched width/depth", "matched params"):
+            for label, _, _ in BLOCKS:
+                depth = s.depth if group == "matched width/depth" else matched_depth(s, label)
+                log(f"[{group}] {label}, {depth} layers ...")
+                row = measure_model(s, block_config(s, label, depth), s.batch, s.seq_len, peak)
+                rows.append(dict(group=group, label=label, **row))
+        results["models"] = rows
+    if "seq" in s.sections:
+        rows = []
+        for label in s.scaling_blocks:
+            for seq_len in s.seq_lens:
+                batch = max(1, s.scaling_tokens // seq_len)
+                log(f"[sequence scaling] {label}, T = {seq_len}, batch {batch} ...")
+                cfg = block_config(s, label, s.depth, seq_len)
+                row = measure_model(
+                    s, cfg, batch, seq_len, peak, count_flops=False, forward=False, repeat=s.scaling_repeat
+                )
+                rows.append(dict(label=label, **row))
+        results["seq_scaling"] = rows
+    if "depth" in s.sections:
+        rows = []
+        for label in s.scaling_blocks:
+            for depth in s.depths:
+                log(f"[depth scaling] {label}, {depth} layers ...")
+                cfg = block_config(s, label, depth)
+                row = measure_model(
+                    s,
+                    cfg,
+                    s.batch,
+                    s.seq_len,
+                    peak,
+                    count_flops=False,
+                    forward=False,
+                    memory=False,
+                    repeat=s.scaling_repeat,
+                )
+                rows.append(dict(label=label, **row))
+        results["depth_scaling"] = rows
+    if "decode" in s.sections:
+        rows = []
+        for label in s.decode_blocks:
+            log(f"[decode] {label}: {s.decode_new} tokens with and without the cache ...")
+            cfg = block_config(s, label, s.depth, s.decode_prompt + s.decode_new)
+            torch.manual_seed(0)
+            model = build_model(cfg).to(device)
+            row = decode_benchmark(model, s.decode_new, s.decode_prompt)  # type: ignore[arg-type]
+            rows.append(dict(label=label, n_layer=cfg.n_layer, **row))
+        results["decode"] = rows
+    if "peer" in s.sections and s.peer:
+        results["peer"] = run_peer(s, peak, log)
+    peak_end = measure_peak(s)
+    results["peak"]["measured_end"] = peak_end
+    results["environment"]["load_average_end"] = _load_average()
+    _rescale_mfu(results, max(peak, peak_end["peak"]))
+    return results
+
+
+def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
+    """Our GPT-2 against HF transformers' GPT2LMHeadModel on the same config, threads and dtype."""
+    from aot.bench.peer import MISSING_MESSAGE, hf_gpt2, hf_version, load_aot_weights_into_hf, num_params
+
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        log(f"[peer] skipped: {MISSING_MESSAGE}")
+        return dict(skipped=MISSING_MESSAGE)
+    device, dtype = torch.device(s.device), s.torch_dtype
+    cfg = block_config(s, BASELINE, s.depth)
+    log(f"[peer] HF GPT2LMHeadModel vs our GPT-2, {cfg.n_layer} layers ...")
+    torch.manual_seed(0)
+    ours, theirs = build_model(cfg).to(device), hf_gpt2(cfg).to(device)
+    load_aot_weights_into_hf(ours, theirs)
+    idx = torch.randint(0, cfg.vocab_size, (s.batch, s.seq_len), generator=torch.Generator().manual_seed(0)).to(device)
+    ours.eval()
+    theirs.eval()
+    with torch.no_grad():
+        logits_gap = float((ours(idx[:1])[0] - theirs(input_ids=idx[:1]).logits).abs().max())
+    flops = flops_per_token(cfg, s.seq_len)
+    out: dict[str, Any] = dict(versions=hf_version(), max_abs_logit_difference=logits_gap, rounds=s.peer_rounds)
+    tokens = s.batch * s.seq_len
+    models = {"aot": ours, "hf": theirs}
+    steps = {name: training_step(model, make_optimizer(model), idx, dtype) for name, model in models.items()}
+    times: dict[str, dict[str, list[float]]] = {name: {"forward": [], "train": []} for name in models}
+    for r in range(s.peer_rounds):  # A/B interleaved, the order alternating, so drifting load hits both
+        for name in ("aot", "hf") if r % 2 == 0 else ("hf", "aot"):
+            model = models[name]
+            model.eval()
+            times[name]["forward"].append(
+                median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.scaling_repeat)
+            )
+            model.train()
+            times[name]["train"].append(median_seconds(steps[name], device, s.warmup, s.scaling_repeat))
+    for name, model in models.items():
+        forward_s, train_s = (statistics.median(times[name][k]) for k in ("forward", "train"))
+        out[name] = dict(
+            params=num_params(model),
+            forward_seconds=forward_s,
+            forward_tokens_per_s=tokens / forward_s,
+            train_seconds=train_s,
+            train_tokens_per_s=tokens / train_s,
+            train_mfu=mfu(flops.training(), tokens / train_s, peak),
+        )
+    out["train_speed_ratio"] = out["aot"]["train_tokens_per_s"] / out["hf"]["train_tokens_per_s"]
+    out["forward_speed_ratio"] = out["aot"]["forward_tokens_per_s"] / out["hf"]["forward_tokens_per_s"]
+    return out
+
+
+def _rescale_mfu(results: dict[str, Any], peak: float) -> None:
+    """Recompute every MFU against the final peak (the best matmul measurement of the run)."""
+    results["peak"]["used"] = peak
+    table = results["peak"].get("table")
+    for section in ("models", "seq_scaling", "depth_scaling"):
+        for row in results.get(section, []):
+            row["train_mfu"] = row["train_flops_per_s"] / peak
+            if table:  # a known GPU: MFU against the data-sheet peak too
+                row["train_mfu_table"] = row["train_flops_per_s"] / table
+            row["train_mfu_causal"] = row["flops_training_causal"] * row["train_tokens_per_s"] / peak
+            if "forward_tokens_per_s" in row:
+                row["forward_mfu"] = row["flops_forward"] * row["forward_tokens_per_s"] / peak
+    peer = results.get("peer", {})
+    for name in ("aot", "hf"):
+        if name in peer:
+            flops = peer[name]["train_mfu"] * results["peak"]["measured_start"]["peak"]
+            peer[name]["train_mfu"] = flops / peak
+
+
+def _settings_dict(s: BenchSettings) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(s).items()}
+
+
+__all__ = ["BLOCKS", "BenchSettings", "block_config", "matched_depth", "run_suite"]

@@ -1,0 +1,230 @@
+"""Time per pass and peak memory of a training step.
+
+Timing: the median of ``repeat`` wall-clock timings after ``warmup`` untimed calls (the first calls pay for
+allocation and kernel selection); on CUDA each call is followed by a synchronisation.
+
+Peak memory of a training step (forward, backward, AdamW step; weights, gradients, optimizer state and
+activations all count):
+- CUDA: ``torch.cuda.max_memory_allocated`` after a reset — the bytes held by tensors.
+- CPU: PyTorch frees tensors to the C allocator and no tensor-level counter exists (``tracemalloc`` does not
+  see them), so a fresh subprocess measures its peak resident set size over two training steps (Linux:
+  ``VmHWM``, reset to the current RSS through ``/proc/self/clear_refs``; elsewhere ``getrusage`` max RSS),
+  minus its RSS after importing torch and running a tiny step of the same block (which loads the kernels'
+  code pages). This is what the process really held, allocator slack included, so it is an upper bound on
+  the tensor bytes; figures to a few MB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from aot.config import ModelConfig
+from aot.errors import AotError
+
+
+def synchronize(device: torch.device | str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_calls(
+    fn: Callable[[], Any], device: torch.device | str = "cpu", warmup: int = 2, repeat: int = 5
+) -> list[float]:
+    """Wall-clock seconds of ``repeat`` calls of ``fn`` after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def median_seconds(
+    fn: Callable[[], Any], device: torch.device | str = "cpu", warmup: int = 2, repeat: int = 5
+) -> float:
+    """Median wall-clock seconds of one call of ``fn`` after warm-up."""
+    return statistics.median(time_calls(fn, device, warmup, repeat))
+
+
+def autocast_context(device: torch.device | str, dtype: torch.dtype) -> contextlib.AbstractContextManager[Any]:
+    """bf16 / fp16 autocast on ``device`` (weights stay fp32, matmuls run in ``dtype``), or nothing for fp32."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+def lm_loss(model: nn.Module, idx: torch.Tensor) -> torch.Tensor:
+    """Next-token-style cross-entropy of an aot CausalLM or a HuggingFace causal LM on ``idx`` (B, T)."""
+    out = model(idx, idx) if not _is_hf(model) else model(input_ids=idx, labels=idx)
+    return out[1] if isinstance(out, tuple) else out.loss
+
+
+def _is_hf(model: nn.Module) -> bool:
+    return hasattr(model, "config") and not hasattr(model, "cfg")
+
+
+def training_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, idx: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> Callable[[], None]:
+    """A closure doing one training step on ``idx``: forward + loss, backward, optimizer step, zero grads."""
+
+    def step() -> None:
+        with autocast_context(idx.device, dtype):
+            loss = lm_loss(model, idx)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def forward_pass(model: nn.Module, idx: torch.Tensor, dtype: torch.dtype = torch.float32) -> Callable[[], None]:
+    """A closure doing one inference forward (no grad) of ``model`` on ``idx``."""
+
+    def forward() -> None:
+        with torch.no_grad(), autocast_context(idx.device, dtype):
+            model(idx) if not _is_hf(model) else model(input_ids=idx)
+
+    return forward
+
+
+def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    """AdamW as the trainer uses it (its update is element-wise work, not counted in FLOPs)."""
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+
+
+# -- peak memory -----------------------------------------------------------------------------------------
+
+
+def peak_training_memory(
+    cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+) -> dict[str, Any]:
+    """Peak bytes of a training step of a model built from ``cfg`` (see the module docstring for how)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return _cuda_peak(cfg, batch, seq_len, device, dtype)
+    spec = dict(config=cfg.to_dict(), batch=batch, seq_len=seq_len, dtype=str(dtype), threads=torch.get_num_threads())
+    import aot
+
+    package_root = str(Path(aot.__file__).resolve().parents[1])  # the child imports this same aot
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "aot.bench.timing", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise AotError(f"memory probe subprocess failed: {tail}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _cuda_peak(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    from aot.models import build_model
+
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    model = build_model(cfg).to(device)
+    step = training_step(model, make_optimizer(model), _tokens(cfg, batch, seq_len, device), dtype)
+    for _ in range(2):
+        step()
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device)
+    del model, step
+    torch.cuda.empty_cache()
+    return dict(peak_bytes=int(peak), method="torch.cuda.max_memory_allocated")
+
+
+def _tokens(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | str) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=generator).to(device)
+
+
+def _proc_status_bytes(field: str) -> int | None:
+    """``VmRSS`` / ``VmHWM`` from /proc/self/status in bytes (Linux), or None elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _max_rss_bytes() -> int:
+    """Peak RSS of this process. On Linux /proc's ``VmHWM`` (per address space: a fresh process does not
+    inherit its parent's peak, which ``getrusage``'s ``ru_maxrss`` does across fork + exec)."""
+    hwm = _proc_status_bytes("VmHWM")
+    if hwm is not None:
+        return hwm
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)  # bytes on macOS, KiB on Linux
+
+
+def _reset_peak_rss() -> int:
+    """Reset the peak RSS to the current RSS where Linux allows it (``5 > /proc/self/clear_refs``) and return
+    the baseline to subtract: the current RSS after a reset, else the peak so far."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        current = _proc_status_bytes("VmRSS")
+        if current is not None:
+            return current
+    except OSError:
+        pass
+    return _max_rss_bytes()
+
+
+def _probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run in a fresh process: peak RSS of two training steps minus the peak after a tiny warm-up step."""
+    from aot.models import build_model
+
+    torch.set_num_threads(int(spec["threads"]))
+    dtype = getattr(torch, str(spec["dtype"]).removeprefix("torch."))
+    cfg = ModelConfig.from_dict(spec["config"])
+    tiny_cfg = cfg.replace(n_layer=1, block_size=8)
+    tiny = build_model(tiny_cfg)
+    training_step(tiny, make_optimizer(tiny), _tokens(tiny_cfg, 1, 8, "cpu"), dtype)()
+    del tiny
+    baseline = _reset_peak_rss()
+    model = build_model(cfg)
+    step = training_step(model, make_optimizer(model), _tokens(cfg, spec["batch"], spec["seq_len"], "cpu"), dtype)
+    for _ in range(2):
+        step()
+    return dict(peak_bytes=_max_rss_bytes() - baseline, method="fresh subprocess: peak RSS (VmHWM) minus RSS before")
+
+
+@contextlib.contextmanager
+def num_threads(threads: int | None) -> Iterator[None]:
+    """Run with ``threads`` intra-op threads (None: leave torch's setting), restoring it after."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+if __name__ == "__main__":
+    print(json.dumps(_probe(json.loads(sys.argv[1]))))

@@ -1,0 +1,193 @@
+"""aot.bench: analytic FLOPs against flop_counter, MFU arithmetic, peak table, cache bytes, cached logits,
+the HF peer, and the `aot bench` command (tiny sizes; no assertion on a time)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aot.bench import flops_per_token, gpu_peak_flops, measure_flops, mfu
+from aot.bench.decode import cache_bytes_per_token
+from aot.bench.mfu import achieved_flops
+from aot.bench.suite import BLOCKS, BenchSettings, block_config, matched_depth
+from aot.cli import main
+from aot.config import ModelConfig
+from aot.errors import AotError
+from aot.models import build_model, preset_config
+
+BLOCK_CASES = [
+    ("aot-mssa", {"tied_output": True}),
+    ("aot-mssa", {"tied_output": False}),
+    ("aot-mssa", {"tied_output": True, "head_dim": 6}),  # K·p != d
+    ("aot-mhsa", {}),
+    ("transformer", {}),
+    ("crate", {"tied_output": False}),
+    ("llama", {"bias": False}),
+]
+
+
+def tiny(block: str, **extra: object) -> ModelConfig:
+    fields: dict[str, object] = dict(block=block, n_layer=2, n_embd=16, n_head=2, vocab_size=37, block_size=24)
+    fields.update(extra)
+    return ModelConfig(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("block", "extra"), BLOCK_CASES)
+def test_analytic_flops_agree_with_flop_counter(block: str, extra: dict) -> None:
+    cfg = tiny(block, **extra)
+    model = build_model(cfg)
+    seq_len = 12
+    idx = torch.randint(0, cfg.vocab_size, (3, seq_len))
+    analytic = flops_per_token(cfg, seq_len)
+    counted_forward = measure_flops(model, idx, training=False) / idx.numel()
+    counted_training = measure_flops(model, idx, training=True) / idx.numel()
+    assert counted_forward == pytest.approx(analytic.forward, rel=0.02)
+    assert counted_training == pytest.approx(analytic.training(recompute=True), rel=0.02)
+    assert all(p.grad is None for p in model.parameters())  # the measurement leaves no gradients behind
+
+
+def test_flops_by_hand_for_tied_mssa() -> None:
+    # d = 8, K = 2, p = 4, T = 5, V = 11, L = 3: U (2·8·8) + Uᵀ (2·8·8) + scores and values (2·2·5·8), head 2·8·11
+    cfg = ModelConfig(block="aot-mssa", n_layer=3, n_embd=8, n_head=2, vocab_size=11, block_size=5)
+    flops = flops_per_token(cfg, 5)
+    assert flops.dense == 3 * (128 + 128) + 176
+    assert flops.attention == 3 * 160
+    assert flops.attention_causal == 3 * 2 * 2 * 3 * 8  # mean keys per causal query: (5 + 1) / 2 = 3
+    assert flops.training() == 3 * flops.forward
+    assert flops.training(recompute=True) == 3 * flops.dense + 3.5 * flops.attention
+
+
+def test_flop_counter_counts_cpu_attention() -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from aot.bench.flops import register_cpu_attention_formulas
+
+    register_cpu_attention_formulas()
+    q = torch.randn(2, 3, 7, 4)
+    with FlopCounterMode(display=False) as counter:
+        F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert counter.get_total_flops() == 2 * (2 * 2 * 3 * 7 * 7 * 4)
+
+
+def test_mfu_known_case() -> None:
+    # 1 MFLOP per token at 1000 tokens/s is 1 GFLOP/s: a quarter of a 4 GFLOP/s peak
+    assert achieved_flops(1e6, 1e3) == pytest.approx(1e9)
+    assert mfu(1e6, 1e3, 4e9) == pytest.approx(0.25)
+    # nanoGPT's GPT-2 124M at T = 1024 on an A100 (bf16): 6N + 12·L·d·T model FLOPs per token
+    cfg = preset_config("gpt2-base")
+    per_token = flops_per_token(cfg, 1024).training()
+    n_matmul = 12 * 12 * 768**2 + 768 * 50257  # non-embedding matmul weights + the tied head
+    assert per_token == pytest.approx(6 * n_matmul + 12 * 12 * 768 * 1024, rel=0.01)
+    with pytest.raises(AotError):
+        mfu(1.0, 1.0, 0.0)
+
+
+def test_gpu_peak_table() -> None:
+    assert gpu_peak_flops("NVIDIA A100-SXM4-80GB", torch.bfloat16) == 312e12
+    assert gpu_peak_flops("NVIDIA H100 80GB HBM3", torch.bfloat16) == 989e12
+    assert gpu_peak_flops("NVIDIA H100 PCIe", torch.bfloat16) == 756e12
+    assert gpu_peak_flops("NVIDIA H200", torch.float32) == 67e12
+    assert gpu_peak_flops("NVIDIA H200", torch.float32, tf32=True) == 494e12
+    assert gpu_peak_flops("NVIDIA GeForce GTX 1080", torch.bfloat16) is None
+
+
+@pytest.mark.parametrize("extra", [{"tied_output": True}, {"tied_output": False}, {"position": "rope"}])
+def test_mssa_cache_holds_half_the_bytes_of_mhsa(extra: dict) -> None:
+    tokens = torch.randint(0, 37, (2, 9))
+    mssa = build_model(tiny("aot-mssa", **extra))
+    mhsa = build_model(tiny("aot-mhsa", position=extra.get("position", "learned")))
+    mssa_bytes, mhsa_bytes = cache_bytes_per_token(mssa, tokens), cache_bytes_per_token(mhsa, tokens)  # type: ignore[arg-type]
+    assert mssa_bytes * 2 == mhsa_bytes
+    assert mssa_bytes == 2 * 16 * 4  # n_layer · K·p · 4 bytes: one float32 tensor P per layer
+
+
+@pytest.mark.parametrize(("block", "extra"), [*BLOCK_CASES, ("aot-mssa", {"position": "rope"})])
+def test_cached_logits_equal_uncached(block: str, extra: dict) -> None:
+    cfg = tiny(block, **extra)
+    model = build_model(cfg).double().eval()
+    idx = torch.randint(0, cfg.vocab_size, (2, 10))
+    with torch.no_grad():
+        full, _ = model(idx)
+        cache = model.new_cache()
+        chunks = [model(idx[:, :4], cache=cache)[0]]  # a prompt, then one token at a time
+        chunks += [model(idx[:, t : t + 1], cache=cache)[0] for t in range(4, 10)]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-9, atol=1e-9)
+    assert cache.length == 10
+
+
+def test_matched_depth_reproduces_the_cpu_presets() -> None:
+    settings = BenchSettings()
+    depths = {label: matched_depth(settings, label) for label, _, _ in BLOCKS}
+    assert depths == {
+        "AoT-MSSA (tied)": preset_config("aot-mssa-tied-l-cpu").n_layer,
+        "AoT-MSSA (W_O)": preset_config("aot-mssa-l-cpu").n_layer,
+        "AoT-MHSA": preset_config("aot-mhsa-l-cpu").n_layer,
+        "GPT-2": preset_config("gpt2-cpu").n_layer,
+        "CRATE": preset_config("crate-l-cpu").n_layer,
+        "Llama": preset_config("llama-l-cpu").n_layer,
+    }
+
+
+def test_hf_peer_is_the_same_model() -> None:
+    pytest.importorskip("transformers")
+    from aot.bench.peer import hf_gpt2, load_aot_weights_into_hf, num_params
+
+    cfg = block_config(BenchSettings(n_embd=32, n_head=4, seq_len=16, vocab_size=50), "GPT-2", 2)
+    ours, theirs = build_model(cfg).eval(), hf_gpt2(cfg).eval()
+    assert num_params(theirs) == ours.num_params()
+    load_aot_weights_into_hf(ours, theirs)
+    idx = torch.randint(0, 50, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(input_ids=idx).logits, ours(idx)[0])
+
+
+def test_hf_peer_needs_a_gpt2_config() -> None:
+    pytest.importorskip("transformers")
+    from aot.bench.peer import hf_gpt2
+
+    with pytest.raises(AotError):
+        hf_gpt2(tiny("aot-mssa"))
+
+
+def test_bench_command_writes_results(tmp_path) -> None:
+    config = tmp_path / "bench.yaml"
+    config.write_text(
+        "n_embd: 16\nn_head: 2\nseq_len: 8\nbatch: 2\ndepth: 1\nwarmup: 1\nrepeat: 1\nseq_lens: [4, 8]\n"
+        "scaling_tokens: 16\ndepths: [1, 2]\nscaling_blocks: [AoT-MSSA (tied)]\ndecode_new: 6\ndecode_prompt: 2\n"
+        "decode_blocks: [AoT-MSSA (tied), AoT-MHSA]\npeak_sizes: [64]\n"
+    )
+    out = tmp_path / "out"
+    code = main(
+        ["bench", "--config", str(config), "--no-memory", "--only", "models,seq,depth,decode", "--out", str(out)]
+    )
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert {"environment", "peak", "models", "seq_scaling", "depth_scaling", "decode"} <= set(results)
+    assert len(results["models"]) == 2 * len(BLOCKS)
+    for row in results["models"]:
+        assert row["flop_counter_agreement_forward"] == pytest.approx(1.0, rel=0.02)
+        assert row["flop_counter_agreement_training"] == pytest.approx(1.0, rel=0.02)
+        assert row["train_mfu"] == pytest.approx(row["train_flops_per_s"] / results["peak"]["used"])
+    mssa, mhsa = results["decode"]
+    assert mssa["cache_bytes_per_token"] * 2 == mhsa["cache_bytes_per_token"]
+    assert mssa["same_tokens"] and mhsa["same_tokens"]
+    assert (out / "table.md").read_text().startswith("# aot bench")
+    assert (out / "bench.png").stat().st_size > 0
+
+
+def test_bench_command_rejects_an_unknown_section(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--only", "modles"]) == 2
+    assert "unknown section 'modles'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cpu_peak_memory_covers_the_model_state() -> None:
+    from aot.bench.timing import peak_training_memory
+
+    cfg = ModelConfig(block="aot-mssa", n_layer=4, n_embd=256, n_head=4, vocab_size=256, block_size=64)
+    n_params = build_model(cfg).num_params()
+    peak = peak_training_memory(cfg, batch=4, seq_len=64)["peak_bytes"]
+    assert peak >= 16 * n_params  # weights, gradients and AdamW's two moments, 4 bytes each
