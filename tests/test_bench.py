@@ -104,20 +104,6 @@ def test_mssa_cache_holds_half_the_bytes_of_mhsa(extra: dict) -> None:
     assert mssa_bytes == 2 * 16 * 4  # n_layer · K·p · 4 bytes: one float32 tensor P per layer
 
 
-@pytest.mark.parametrize(("block", "extra"), [*BLOCK_CASES, ("aot-mssa", {"position": "rope"})])
-def test_cached_logits_equal_uncached(block: str, extra: dict) -> None:
-    cfg = tiny(block, **extra)
-    model = build_model(cfg).double().eval()
-    idx = torch.randint(0, cfg.vocab_size, (2, 10))
-    with torch.no_grad():
-        full, _ = model(idx)
-        cache = model.new_cache()
-        chunks = [model(idx[:, :4], cache=cache)[0]]  # a prompt, then one token at a time
-        chunks += [model(idx[:, t : t + 1], cache=cache)[0] for t in range(4, 10)]
-    torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-9, atol=1e-9)
-    assert cache.length == 10
-
-
 def test_matched_depth_reproduces_the_cpu_presets() -> None:
     settings = BenchSettings()
     depths = {label: matched_depth(settings, label) for label, _, _ in BLOCKS}

@@ -181,10 +181,21 @@ def test_config_round_trips_through_dict():
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
 
 
-@pytest.mark.parametrize("block", ["aot-mssa", "aot-mhsa", "llama"])
-def test_cached_decoding_equals_full_forward(block):
+@pytest.mark.parametrize(
+    ("block", "fields"),
+    [
+        ("aot-mssa", dict(tied_output=True)),
+        ("aot-mssa", dict(tied_output=False, head_dim=6)),  # K·p != d
+        ("aot-mssa", dict(position="rope")),
+        ("aot-mhsa", {}),
+        ("transformer", {}),
+        ("crate", dict(tied_output=False)),
+        ("llama", dict(bias=False)),
+    ],
+)
+def test_cached_decoding_equals_full_forward(block, fields):
     torch.manual_seed(0)
-    model = build_model(tiny(block, position="rope" if block == "llama" else "learned")).double().eval()
+    model = build_model(tiny(block, **fields)).double().eval()
     idx = torch.randint(0, 13, (2, 10))
     full = model(idx)[0]
     cache = model.new_cache()
@@ -194,14 +205,15 @@ def test_cached_decoding_equals_full_forward(block):
     assert cache.length == 10
 
 
-def test_mssa_caches_half_the_bytes_of_mhsa():
-    sizes = {}
-    for block in ["aot-mssa", "aot-mhsa"]:
-        model = build_model(tiny(block)).eval()
-        cache = model.new_cache()
-        model(torch.randint(0, 13, (1, 7)), cache=cache)
-        sizes[block] = cache.nbytes
-    assert sizes["aot-mssa"] * 2 == sizes["aot-mhsa"]
+def test_dropout_applies_in_training_only():
+    model = build_model(tiny("aot-mssa", dropout=0.5)).train()
+    idx = torch.randint(0, 13, (2, 8))
+    torch.manual_seed(0)
+    a = model(idx)[0]
+    torch.manual_seed(1)
+    assert not torch.allclose(a, model(idx)[0])
+    model.eval()
+    torch.testing.assert_close(model(idx)[0], model(idx)[0])
 
 
 def test_generate_with_and_without_cache_agree_greedily():

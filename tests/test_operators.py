@@ -92,6 +92,22 @@ def test_scaled_untied_mssa_equals_direct_computation():
     np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12)
 
 
+def test_causal_scaled_tied_mssa_equals_column_form():
+    """Σ_k U_k (U_kᵀZ) softmax((U_kᵀZ)ᵀ(U_kᵀZ)/√p) with a causal mask, columns as tokens (PAPER.md §2)."""
+    cfg = ModelConfig(block="aot-mssa", n_embd=12, n_head=3, tied_output=True, block_size=6)
+    attn = MultiHeadSubspaceSelfAttention(cfg).double()
+    z = torch.randn(1, 6, 12, dtype=torch.float64)
+    out = attn(z)[0].T  # (d, N)
+    Z = z[0].T
+    expected = torch.zeros_like(Z)
+    for U in attn.bases():  # U: (d, p)
+        P = U.T @ Z  # (p, N)
+        scores = P.T @ P / cfg.p**0.5  # (N keys, N queries): column j is query j
+        causal = torch.ones(6, 6, dtype=torch.bool).tril().T  # key i ≤ query j
+        expected += U @ P @ torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=0)
+    torch.testing.assert_close(out, expected)
+
+
 def test_ista_step_equals_crate_formula_in_column_form():
     """ReLU(Z − η Dᵀ(D Z − Z) − η λ) with Z as columns (PAPER.md §6)."""
     d, N = 6, 4
@@ -157,11 +173,18 @@ def test_fused_path_equals_reference_path(options):
     model = build_model(cfg).double().eval()
     x = torch.randint(0, 11, (2, 9)) if task == "lm" else torch.randn(2, 1, 8, 8, dtype=torch.float64)
 
-    def run(reference: bool) -> torch.Tensor:
+    def run(reference: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
         for module in model.modules():
             if hasattr(module, "use_reference"):
                 module.use_reference = reference
+        model.zero_grad()
         out = model(x)
-        return out[0] if task == "lm" else out
+        out = out[0] if task == "lm" else out
+        out.pow(2).mean().backward()
+        return out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
-    torch.testing.assert_close(run(False), run(True), rtol=1e-10, atol=1e-12)
+    (fused, fused_grads), (reference, reference_grads) = run(False), run(True)
+    torch.testing.assert_close(fused, reference, rtol=1e-10, atol=1e-12)
+    assert len(fused_grads) == len(reference_grads) > 0
+    for a, b in zip(fused_grads, reference_grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
