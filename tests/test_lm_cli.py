@@ -99,6 +99,17 @@ def test_dump_config_applies_overrides(capsys):
     assert "lr: 0.5" in text and "n_layer: 9" in text
 
 
+def test_set_reads_numbers_yaml_would_leave_as_strings():
+    from aot.train.lm_task import parse_set
+
+    parsed = parse_set(["train.lr=3e-3", "model.norm=rmsnorm", "train.compile=true", "eval.final_windows=null"])
+    assert parsed == {
+        "train": {"lr": 0.003, "compile": True},
+        "model": {"norm": "rmsnorm"},
+        "eval": {"final_windows": None},
+    }
+
+
 def test_data_info_lists_corpora_and_tokenizes_a_file(capsys):
     assert main(["data", "info"]) == 0
     assert "not fetched (aot data fetch shakespeare)" in capsys.readouterr().out

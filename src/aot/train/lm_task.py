@@ -10,6 +10,7 @@ override it, in that order.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -113,7 +114,11 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
         section, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise ConfigError(f"--set {item!r} must look like section.field=value (e.g. train.lr=3e-4)")
-        override.setdefault(section, {})[name] = yaml.safe_load(raw)
+        value = yaml.safe_load(raw)
+        if isinstance(value, str):  # YAML 1.1 reads "3e-3" as a string; numbers without a dot are still numbers
+            with contextlib.suppress(ValueError):
+                value = float(value)
+        override.setdefault(section, {})[name] = value
     return override
 
 
