@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from aot.bench.flops import flops_per_token
 from aot.config import from_dict, load_config_file
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
@@ -29,7 +30,6 @@ from aot.errors import AotError, ConfigError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model, preset_config
 from aot.train.distributed import barrier, init_distributed
-from aot.train.mfu import flops_per_token
 from aot.train.runinfo import machine_info
 from aot.train.trainer import TrainConfig, Trainer, TrainResult
 
@@ -241,7 +241,6 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         )
         return {"val_loss": scores["loss"], "val_nats_per_byte": scores["nats_per_byte"]}
 
-    matmul_params = model.num_params(non_embedding=True) + model_cfg.vocab_size * model_cfg.n_embd  # + output head
     fingerprint = {
         "model": model_cfg.to_dict(),
         "data": {
@@ -261,8 +260,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         evaluate=periodic_eval,
         fingerprint=fingerprint,
         model_config=model_cfg.to_dict(),
-        flops_per_sample=block
-        * flops_per_token(matmul_params, model_cfg.n_layer, model_cfg.n_head, model_cfg.p, block),
+        flops_per_sample=block * flops_per_token(model_cfg, block).training(),
     )
     wall_start = time.perf_counter()
     result = trainer.fit(resume=resume)

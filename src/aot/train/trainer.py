@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from aot.bench.mfu import mfu
+from aot.bench.peaks import peak_flops
 from aot.config import from_dict
 from aot.errors import ConfigError
 from aot.train.checkpoint import (
@@ -35,7 +37,6 @@ from aot.train.checkpoint import (
     save_checkpoint,
 )
 from aot.train.distributed import DistEnv, all_reduce_mean, current_env, set_gradient_sync, unwrap, wrap_model
-from aot.train.mfu import measure_peak_flops
 from aot.train.optim import OPTIMIZERS, build_optimizer
 from aot.train.schedule import lr_at
 
@@ -196,7 +197,8 @@ class Trainer:
             self.train_seconds = float(state["train_seconds"])
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
         dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-        peak = measure_peak_flops(self.device, dtype) if main and self.flops_per_sample else 0.0
+        # the data-sheet peak on a known GPU, else a matmul peak measured once in this process
+        peak = peak_flops(self.device, dtype) if main and self.flops_per_sample else 0.0
         result = TrainResult(step=self.step, tokens=self.tokens_seen, train_seconds=0, tokens_per_second=0, last_loss=0)
         result.peak_flops = peak
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
@@ -217,21 +219,21 @@ class Trainer:
             if self.step % cfg.log_every == 0 or self.step == end:
                 mean_loss = float(all_reduce_mean(loss_sum / loss_count))
                 rate = interval_tokens / max(interval_seconds, 1e-9)
-                mfu = self._mfu(interval_tokens / self.tokens_per_sample / max(interval_seconds, 1e-9), peak)
+                utilisation = self._mfu(interval_tokens / self.tokens_per_sample / max(interval_seconds, 1e-9), peak)
                 row = dict(
                     step=self.step,
                     tokens=self.tokens_seen,
                     loss=mean_loss,
                     lr=self.optimizer.param_groups[0]["lr"],
                     tokens_per_s=rate,
-                    mfu=mfu,
+                    mfu=utilisation,
                     train_seconds=self.train_seconds,
                     wall=time.perf_counter() - interval_start,
                 )
                 metrics.write(row)
                 result.losses.append((self.step, mean_loss))
-                result.mfu = mfu
-                bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{rate:,.0f}", mfu=f"{100 * mfu:.1f}%")
+                result.mfu = utilisation
+                bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{rate:,.0f}", mfu=f"{100 * utilisation:.1f}%")
                 loss_sum, loss_count = torch.zeros((), device=self.device), 0
                 interval_tokens, interval_seconds = 0, 0.0
             bar.update(1)
@@ -290,7 +292,7 @@ class Trainer:
     def _mfu(self, samples_per_second: float, peak: float) -> float:
         if not self.flops_per_sample or not peak:
             return 0.0
-        return self.flops_per_sample * samples_per_second / (peak * self.env.world_size)
+        return mfu(self.flops_per_sample, samples_per_second, peak * self.env.world_size)  # FLOPs per sample here
 
     def save(self) -> None:
         state = dict(
