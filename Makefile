@@ -24,8 +24,8 @@ test-all: $(STAMP)  ## every test, the slow ones too
 	$(PY) -m pytest -m ''
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests examples
-	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/ruff check src tests examples benchmarks
+	$(VENV)/bin/ruff format --check src tests examples benchmarks
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -21,8 +21,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from aot.runinfo import machine_info
 from aot.train.lm_task import build_run_config, train_lm
-from aot.train.runinfo import machine_info
 
 HERE = Path(__file__).resolve().parent
 MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu"]

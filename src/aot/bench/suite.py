@@ -8,9 +8,7 @@ than inflating it).
 
 from __future__ import annotations
 
-import datetime
 import os
-import platform
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -31,6 +29,7 @@ from aot.bench.timing import (
 from aot.config import ModelConfig
 from aot.errors import AotError
 from aot.models import build_model
+from aot.runinfo import machine_info
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -134,33 +133,11 @@ def matched_depth(s: BenchSettings, label: str) -> int:
 
 def environment(s: BenchSettings) -> dict[str, Any]:
     device = torch.device(s.device)
-    env = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        platform=platform.platform(),
-        machine=platform.machine(),
-        processor=platform.processor() or _cpu_model(),
-        python=platform.python_version(),
-        torch=torch.__version__,
-        cpu_count=os.cpu_count(),
-        threads=torch.get_num_threads(),
-        device=str(device),
-        dtype=s.dtype,
-        load_average_start=_load_average(),
-    )
+    env = machine_info()
+    env.update(threads=env["torch_threads"], device=str(device), dtype=s.dtype, load_average_start=_load_average())
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
     return env
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def _load_average() -> list[float] | None:

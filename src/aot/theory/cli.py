@@ -14,9 +14,9 @@ import torch
 
 from aot.cli import add_experiment_args
 from aot.errors import AotError
+from aot.runinfo import machine_info
 from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
 from aot.theory.experiment import Measurement, measure
-from aot.theory.records import machine_info
 
 EPILOG = """\
 examples:

@@ -21,10 +21,10 @@ from torch import nn
 
 from aot.config import ModelConfig
 from aot.nn.attention import MultiHeadSubspaceSelfAttention
+from aot.runinfo import machine_info
 from aot.theory.config import LearnConfig
 from aot.theory.data import orthonormal_bases, sample_mixture
 from aot.theory.metrics import match_heads, principal_angles, snr_trajectory
-from aot.theory.records import machine_info
 
 
 def mssa_config(d: int, p: int, n_heads: int) -> ModelConfig:

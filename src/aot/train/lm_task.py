@@ -29,8 +29,8 @@ from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.errors import AotError, ConfigError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model, preset_config
+from aot.runinfo import machine_info
 from aot.train.distributed import barrier, init_distributed
-from aot.train.runinfo import machine_info
 from aot.train.trainer import TrainConfig, Trainer, TrainResult
 
 
