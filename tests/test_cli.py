@@ -53,3 +53,19 @@ def test_every_subcommand_has_a_useful_help(command, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert len(out) > 200 and "usage: aot " + command in out
+
+
+def test_device_option_is_checked_once_for_every_command():
+    import torch
+
+    from aot.devices import resolve_device
+    from aot.errors import AotError
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(AotError, match="is not a device"):
+        resolve_device("tpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(AotError, match="no CUDA device is available"):
+            resolve_device("cuda:0")
+        assert main(["denoise", "--device", "cuda", "--no-sweeps"]) == 2

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aot.cli import add_experiment_args
 from aot.config import from_dict, load_config_file
+from aot.devices import resolve_device
 from aot.errors import AotError
 
 SECTIONS = ("models", "seq", "depth", "decode", "peer")
@@ -72,12 +73,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         if unknown:
             raise AotError(f"--only: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}")
         fields["sections"] = wanted
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    fields["device"] = device
+    fields["device"] = str(resolve_device(args.device))
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
     return from_dict(BenchSettings, fields, "bench")
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from aot.cli import add_experiment_args
+from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.runinfo import machine_info
 from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
@@ -84,16 +85,6 @@ def _settings(args: argparse.Namespace) -> DenoiseSettings:
             setattr(cfg, name, value)
     cfg.validate()
     return settings
-
-
-def _device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise AotError(f"--device {name}: CUDA is not available here; use --device cpu")
-    if not (name == "cpu" or name.startswith("cuda")):
-        raise AotError(f"--device {name!r} is not cpu, cuda, cuda:N or auto")
-    return name
 
 
 def main_runs(cfg: DenoiseConfig, seed: int, device: str) -> tuple[list[Measurement], list[Measurement]]:
@@ -294,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise AotError(f"--threads {args.threads} must be at least 1")
     settings = _settings(args)
-    device = _device(args.device)
+    device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     if args.learn:

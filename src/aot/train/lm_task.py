@@ -26,6 +26,7 @@ from aot.bench.flops import flops_per_token
 from aot.config import from_dict, load_config_file
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
+from aot.devices import resolve_device
 from aot.errors import AotError, ConfigError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model, preset_config
@@ -178,20 +179,6 @@ def build_run_config(
 
 
 # -- running ----------------------------------------------------------------------------------------------
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise AotError(f"--device {name!r} is not a device; use cpu, cuda, cuda:N or auto") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise AotError("--device cuda was asked for but no CUDA device is available; use --device cpu")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device(f"cuda:{local_rank}")
-    return device
 
 
 def ensure_corpus(data_cfg: LMDataConfig, is_main: bool) -> None:
