@@ -41,12 +41,12 @@ from aot.nn.attention import MultiHeadSubspaceSelfAttention, _AttentionCore
 from aot.nn.blocks import _Block
 
 
-def _forward_matmul_output(self, x, cache=None, need_weights=False):  # type: ignore[no-untyped-def]
+def _forward_matmul_output(self, x, cache=None):  # type: ignore[no-untyped-def]
     offset = cache.length if cache is not None else 0
     proj = self.hook_subspace(self._split(self.subspace_proj(x)))
     (proj_all,) = cache.extend(proj) if cache is not None else (proj,)
     q, k = self._rope(proj, proj_all, offset)
-    out = self._merge(self.attend(q, k, proj_all, need_weights))
+    out = self._merge(self.attend(q, k, proj_all))
     if self.out_proj is not None:
         return self.out_proj(out)
     return torch.matmul(out, self.subspace_proj.weight)

@@ -11,7 +11,7 @@ bases (``tied_output``: W_O = [U_1 … U_K]) or by a learned W_O with bias.
 
 Two numerically equivalent paths compute the attention: a fused one through
 ``F.scaled_dot_product_attention`` and an explicit reference (``softmax(q kᵀ s + mask) v``), used by the
-tests and whenever the attention pattern is asked for (a hook on ``hook_pattern`` or ``need_weights``).
+tests and whenever the attention pattern is read (a hook on ``hook_pattern``, e.g. ``run_with_cache``).
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ class _AttentionCore(nn.Module):
         self.use_reference = False  # force the explicit path (tests, analysis)
         self.hook_pattern = HookPoint()  # (B, H, Tq, Tk) attention weights
         self.hook_z = HookPoint()  # (B, H, T, p) per-head outputs before the output projection
-        self.last_pattern: torch.Tensor | None = None
 
     def _split(self, t: torch.Tensor) -> torch.Tensor:
         B, T, _ = t.shape  # (B, T, H*p) -> (B, H, T, p)
@@ -79,16 +78,14 @@ class _AttentionCore(nn.Module):
             return q, k
         return self.rotary(q, offset=q_offset), self.rotary(k, offset=0)
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Attention of q (B,H,Tq,p) over k, v (B,H,Tk,p); the queries are the last Tq positions."""
         n_query, n_key = q.shape[-2], k.shape[-2]
         dropout = self.dropout if self.training else 0.0
-        explicit = need_weights or self.use_reference or self.hook_pattern.active
-        if explicit:
+        if self.use_reference or self.hook_pattern.active:
             mask = causal_mask(n_query, n_key, q.device) if self.causal else None
             out, pattern = reference_attention(q, k, v, scale=self.scale, mask=mask)
             pattern = self.hook_pattern(pattern)
-            self.last_pattern = pattern if need_weights else None
             if dropout:
                 pattern = F.dropout(pattern, dropout)
                 out = torch.matmul(pattern, v)
@@ -125,12 +122,12 @@ class MultiHeadSubspaceSelfAttention(_AttentionCore):
         W = self.subspace_proj.weight  # (K·p, d)
         return W.view(self.n_head, self.head_dim, -1).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, cache: LayerCache | None = None, need_weights: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
         proj = self.hook_subspace(self._split(self.subspace_proj(x)))  # (B, K, T, p) = U_kᵀ z
         (proj_all,) = cache.extend(proj) if cache is not None else (proj,)  # one cached tensor per layer
         q, k = self._rope(proj, proj_all, offset)
-        out = self._merge(self.attend(q, k, proj_all, need_weights))  # (B, T, K·p)
+        out = self._merge(self.attend(q, k, proj_all))  # (B, T, K·p)
         if self.out_proj is not None:
             return self.out_proj(out)
         return F.linear(out, self.subspace_proj.weight.t())  # Σ_k U_k · out_k
@@ -147,11 +144,11 @@ class MultiHeadSelfAttention(_AttentionCore):
         self.hook_k = HookPoint()
         self.hook_v = HookPoint()
 
-    def forward(self, x: torch.Tensor, cache: LayerCache | None = None, need_weights: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
         q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if cache is not None:
             k, v = cache.extend(k, v)
         q, k = self._rope(q, k, offset)  # keys are cached unrotated: each is rotated by its own position
-        return self.out_proj(self._merge(self.attend(q, k, v, need_weights)))
+        return self.out_proj(self._merge(self.attend(q, k, v)))
