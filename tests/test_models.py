@@ -9,6 +9,7 @@ from aot.config import ModelConfig
 from aot.errors import AotError
 from aot.models import PRESETS, AotModel, build_model, preset_config
 from aot.nn.blocks import make_block
+from aot.nn.cache import Cache
 from aot.nn.feedforward import swiglu_hidden
 
 
@@ -193,16 +194,23 @@ def test_config_round_trips_through_dict():
         ("llama", dict(bias=False)),
     ],
 )
-def test_cached_decoding_equals_full_forward(block, fields):
+@pytest.mark.parametrize("grad", [False, True], ids=["in-place-buffers", "autograd-concatenation"])
+def test_cached_decoding_equals_full_forward(block, fields, grad):
     torch.manual_seed(0)
     model = build_model(tiny(block, **fields)).double().eval()
     idx = torch.randint(0, 13, (2, 10))
     full = model(idx)[0]
-    cache = model.new_cache()
-    chunks = [model(idx[:, :4], cache=cache)[0], model(idx[:, 4:7], cache=cache)[0]]  # prefill, then a chunk
-    chunks += [model(idx[:, t : t + 1], cache=cache)[0] for t in range(7, 10)]  # one token at a time
+    cache = Cache.for_layers(model.cfg.n_layer, min_capacity=3)  # buffers grow 4 → 8 → 16 on the way
+    with torch.set_grad_enabled(grad):
+        chunks = [model(idx[:, :4], cache=cache)[0], model(idx[:, 4:7], cache=cache)[0]]  # prefill, a chunk
+        chunks += [model(idx[:, t : t + 1], cache=cache)[0] for t in range(7, 10)]  # one token at a time
     torch.testing.assert_close(torch.cat(chunks, dim=1), full, rtol=1e-10, atol=1e-12)
-    assert cache.length == 10
+    assert cache.length == 10 and cache.nbytes == sum(t.numel() * 8 for layer in cache for t in layer.tensors)
+    assert cache[0].capacity == (16 if not grad else 10)
+    if grad:  # the gradient through the cache is the gradient of the full forward
+        (cached,) = torch.autograd.grad(torch.cat(chunks, dim=1).square().sum(), [model.tok_embed.weight])
+        (direct,) = torch.autograd.grad(full.square().sum(), [model.tok_embed.weight])
+        torch.testing.assert_close(cached, direct, rtol=1e-9, atol=1e-12)
 
 
 def test_dropout_applies_in_training_only():

@@ -64,17 +64,19 @@ class CausalLM(AotModel):
     ) -> torch.Tensor:
         """Sample ``max_new_tokens`` continuations of idx (B, T). ``temperature=0`` is greedy."""
         cache = self.new_cache() if use_cache else None
+        n_prompt = idx.shape[1]
+        tokens = idx.new_empty(idx.shape[0], n_prompt + max_new_tokens)  # filled in place, no copy per step
+        tokens[:, :n_prompt] = idx
         step_input = idx
-        for _ in range(max_new_tokens):
+        for end in range(n_prompt, n_prompt + max_new_tokens):
             if cache is None:
-                step_input = idx[:, -self.cfg.block_size :]
-            elif cache.length + step_input.shape[1] > self.cfg.block_size:
-                cache, step_input = self.new_cache(), idx[:, -self.cfg.block_size :]  # window full: restart
+                step_input = tokens[:, max(0, end - self.cfg.block_size) : end]
+            elif cache.length + step_input.shape[1] > self.cfg.block_size:  # window full: restart
+                cache, step_input = self.new_cache(), tokens[:, max(0, end - self.cfg.block_size) : end]
             logits, _ = self(step_input, cache=cache)
-            next_token = sample_next(logits[:, -1], temperature, top_k, generator)
-            idx = torch.cat([idx, next_token], dim=1)
-            step_input = next_token
-        return idx
+            tokens[:, end : end + 1] = sample_next(logits[:, -1], temperature, top_k, generator)
+            step_input = tokens[:, end : end + 1]
+        return tokens
 
 
 def sample_next(

@@ -2,33 +2,71 @@
 
 MSSA caches one tensor per layer, the subspace projections P = U^T z (it is query, key and value at once);
 standard attention caches two (keys and values). So MSSA's cache is half the bytes per token.
+
+Storage: each cached tensor lives in a buffer (B, H, capacity, p) that is written in place and grows by
+doubling when full, so a decoding step copies only its own new entries (appending with ``torch.cat`` would
+copy the whole prefix at every step: O(T²) bytes over a generation). The attention reads a view of the
+filled part. When the new entries need gradients (a cache used under autograd) the cache concatenates
+instead, since in-place writes into a buffer that an earlier step's graph still reads would be wrong.
 """
 
 from __future__ import annotations
 
 import torch
 
+#: entries a buffer holds when it is first allocated, unless the first chunk is longer
+MIN_CAPACITY = 256
+
 
 class LayerCache:
     """The cached attention inputs of one layer, grown along the time axis (dim -2)."""
 
-    def __init__(self) -> None:
-        self.tensors: tuple[torch.Tensor, ...] = ()
+    def __init__(self, min_capacity: int = MIN_CAPACITY) -> None:
+        self._buffers: tuple[torch.Tensor, ...] = ()
+        self._length = 0
+        self.min_capacity = min_capacity
 
     @property
     def length(self) -> int:
-        return self.tensors[0].shape[-2] if self.tensors else 0
+        return self._length
+
+    @property
+    def capacity(self) -> int:
+        return self._buffers[0].shape[-2] if self._buffers else 0
+
+    @property
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The cached tensors (B, H, length, p): views of the filled part of the buffers."""
+        return tuple(buffer[..., : self._length, :] for buffer in self._buffers)
 
     def extend(self, *new: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Append this step's tensors (B, H, T_new, p) and return the full cached tensors."""
-        if self.tensors:
-            self.tensors = tuple(torch.cat([old, t], dim=-2) for old, t in zip(self.tensors, new))
+        n_new = new[0].shape[-2]
+        needed = self._length + n_new
+        if any(t.requires_grad for t in new):  # autograd: a fresh tensor per step, nothing written in place
+            old = self.tensors
+            self._buffers = tuple(torch.cat([o, t], dim=-2) for o, t in zip(old, new)) if old else new
         else:
-            self.tensors = tuple(new)
+            if needed > self.capacity:
+                self._grow(new, needed)
+            for buffer, t in zip(self._buffers, new):
+                buffer[..., self._length : needed, :].copy_(t)
+        self._length = needed
         return self.tensors
+
+    def _grow(self, new: tuple[torch.Tensor, ...], needed: int) -> None:
+        capacity = max(needed, 2 * self.capacity, self.min_capacity)
+        grown = []
+        for i, t in enumerate(new):
+            buffer = t.new_empty(*t.shape[:-2], capacity, t.shape[-1])
+            if self._length:
+                buffer[..., : self._length, :].copy_(self._buffers[i][..., : self._length, :])
+            grown.append(buffer)
+        self._buffers = tuple(grown)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the cached entries (the buffers may hold up to twice as many slots)."""
         return sum(t.numel() * t.element_size() for t in self.tensors)
 
 
@@ -36,8 +74,8 @@ class Cache(list[LayerCache]):
     """One :class:`LayerCache` per block; ``len(cache[0])`` tokens are cached."""
 
     @classmethod
-    def for_layers(cls, n_layer: int) -> Cache:
-        return cls(LayerCache() for _ in range(n_layer))
+    def for_layers(cls, n_layer: int, min_capacity: int = MIN_CAPACITY) -> Cache:
+        return cls(LayerCache(min_capacity) for _ in range(n_layer))
 
     @property
     def length(self) -> int:
