@@ -157,6 +157,9 @@ def test_bench_command_writes_results(tmp_path) -> None:
         assert row["flop_counter_agreement_forward"] == pytest.approx(1.0, rel=0.02)
         assert row["flop_counter_agreement_training"] == pytest.approx(1.0, rel=0.02)
         assert row["train_mfu"] == pytest.approx(row["train_flops_per_s"] / results["peak"]["used"])
+    for row in results["models"]:  # the time breakdown is profiled for the matched width/depth rows only
+        assert ("time_breakdown" in row) == (row["group"] == "matched width/depth")
+    assert "## Where a training step's time goes" in (out / "table.md").read_text()
     mssa, mhsa = results["decode"]
     assert mssa["cache_bytes_per_token"] * 2 == mhsa["cache_bytes_per_token"]
     assert mssa["same_tokens"] and mhsa["same_tokens"]
@@ -177,3 +180,53 @@ def test_cpu_peak_memory_covers_the_model_state() -> None:
     n_params = build_model(cfg).num_params()
     peak = peak_training_memory(cfg, batch=4, seq_len=64)["peak_bytes"]
     assert peak >= 16 * n_params  # weights, gradients and AdamW's two moments, 4 bytes each
+
+
+def test_op_categories() -> None:
+    from aot.bench.breakdown import op_category
+
+    assert op_category("aten::mm") == op_category("aten::addmm") == op_category("aten::bmm") == "matmul"
+    assert op_category("aten::_scaled_dot_product_flash_attention_for_cpu") == "attention"
+    assert op_category("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == "attention"
+    assert op_category("aten::_scaled_dot_product_efficient_attention_backward") == "attention"
+    assert op_category("ScaledDotProductFlashAttentionForCpuBackward0") == "other"  # autograd wrapper, no work
+    assert op_category("aten::native_layer_norm") == op_category("Optimizer.step#AdamW.step") == "other"
+
+
+def test_time_breakdown_finds_the_attention_kernel_only_on_the_fused_path() -> None:
+    from aot.bench.breakdown import time_breakdown
+    from aot.bench.timing import make_optimizer, training_step
+    from aot.nn.attention import _AttentionCore
+
+    model = build_model(tiny("aot-mssa"))
+    step = training_step(model, make_optimizer(model), torch.randint(0, 37, (2, 24)))
+    fused = time_breakdown(step, steps=1)
+    for module in model.modules():
+        if isinstance(module, _AttentionCore):
+            module.use_reference = True  # explicit softmax(P Pᵀ s) P: matmuls and element-wise ops, no kernel
+    reference = time_breakdown(step, steps=1)
+    assert fused["attention"] > 0 and fused["matmul"] > 0 and fused["other"] > 0
+    assert reference["attention"] == 0 and reference["matmul"] > 0
+
+
+def test_category_rates_arithmetic() -> None:
+    from aot.bench.breakdown import category_rates
+    from aot.bench.flops import FlopsPerToken
+
+    flops = FlopsPerToken(dense=100.0, attention=40.0, attention_causal=20.0)
+    rates = category_rates({"matmul": 2.0, "attention": 7.0, "other": 1.0}, flops, tokens=10)
+    assert rates == {"matmul": 3 * 100.0 * 10 / 2.0, "attention": 3.5 * 20.0 * 10 / 7.0}
+
+
+def test_peer_ratio_is_the_median_of_paired_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    from aot.bench import suite
+
+    clock = iter([1.0, 2.0, 4.0, 4.0] * 3)  # per round: aot forward, aot train, hf forward, hf train
+    monkeypatch.setattr(suite, "median_seconds", lambda *args, **kwargs: next(clock))
+    settings = BenchSettings(n_embd=16, n_head=2, seq_len=8, batch=1, vocab_size=20, depth=1, peer_rounds=3)
+    out = suite.run_peer(settings, peak=1e9, log=lambda *_: None)
+    # the order alternates (aot first, hf first, aot first): ours / HF speed = HF seconds / our seconds
+    assert out["train_speed_ratio_rounds"] == [4.0 / 2.0, 2.0 / 4.0, 4.0 / 2.0]
+    assert out["forward_speed_ratio_rounds"] == [4.0 / 1.0, 1.0 / 4.0, 4.0 / 1.0]
+    assert out["train_speed_ratio"] == 2.0 and out["forward_speed_ratio"] == 4.0

@@ -23,7 +23,8 @@ examples:
 Sections: models (every block type at matched width/depth and at matched non-embedding parameters),
 seq (training cost as T grows, batch × T fixed), depth (as layers grow), decode (512 tokens with and
 without the KV cache, cache bytes per token), peer (HuggingFace GPT2LMHeadModel on our GPT-2's config;
-needs `pip install aot[hf]`, skipped otherwise).
+needs `pip install aot[hf]`, skipped otherwise). The models section also profiles (torch.profiler) where
+each training step's time goes at matched width/depth: dense matmuls, the fused attention kernel, the rest.
 Writes results.json, table.md and bench.png into --out. --config takes a YAML/JSON file whose keys are
 the fields of aot.bench.suite.BenchSettings (e.g. n_embd, seq_len, batch, depth, repeat, seq_lens)."""
 
@@ -52,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
     parser.add_argument("--repeat", type=int, help="timed repetitions per measurement (default 5; median reported)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument(
+        "--no-breakdown", action="store_true", help="skip profiling where each training step's time goes"
+    )
     parser.set_defaults(func=run)
 
 
@@ -67,6 +71,8 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
             fields[name] = getattr(args, name)
     if args.no_memory:
         fields["memory"] = False
+    if args.no_breakdown:
+        fields["breakdown"] = False
     if args.only:
         wanted = tuple(part.strip() for part in args.only.split(",") if part.strip())
         unknown = [w for w in wanted if w not in SECTIONS]

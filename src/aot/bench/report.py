@@ -59,6 +59,7 @@ def markdown_report(results: dict[str, Any]) -> str:
                 f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
                 f"{_mib(r.get('train_peak_bytes'))} | " + ("—" if ratio is None else f"{ratio:.2f}×") + " |"
             )
+    lines += _breakdown_table(results.get("models", []))
     for key, title, var in (("seq_scaling", "Sequence length", "seq_len"), ("depth_scaling", "Depth", "n_layer")):
         if key not in results:
             continue
@@ -115,10 +116,53 @@ def markdown_report(results: dict[str, Any]) -> str:
                     f"{r['train_seconds'] * 1e3:.1f} | "
                     f"{r['train_tokens_per_s']:,.0f} | {100 * r['train_mfu']:.1f} % |"
                 )
+            spread = {
+                kind: f" (rounds {min(r):.2f}–{max(r):.2f})" if (r := peer.get(f"{kind}_speed_ratio_rounds")) else ""
+                for kind in ("train", "forward")
+            }
             lines.append(
-                f"\nOurs / HF: training {peer['train_speed_ratio']:.2f}×, forward {peer['forward_speed_ratio']:.2f}×."
+                f"\nOurs / HF speed, median of the per-round ratios: training {peer['train_speed_ratio']:.2f}×"
+                f"{spread['train']}, forward {peer['forward_speed_ratio']:.2f}×{spread['forward']}."
             )
     return "\n".join(lines) + "\n"
+
+
+def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
+    """Where each training step's time goes (rows measured with ``breakdown``), and the MFU it would reach
+    if the non-matmul work were free (the ceiling the two kinds of products set)."""
+    rows = [r for r in models if "time_breakdown" in r]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Where a training step's time goes (torch.profiler, self time of each op)",
+        "",
+        "*matmul*: dense products (linear layers, LM head), their FLOP/s as % of the peak. *attention kernel*: "
+        "the fused SDPA forward and backward, FLOP/s of its unmasked work including the scores its backward "
+        "recomputes (3.5 × causal attention FLOPs). *other*: element-wise work, optimizer, copies. *MFU without "
+        "other*: the MFU if the *other* time were zero, the ceiling the two kernels set.",
+        "",
+        "| model | profiled step ms | matmul ms (share) | matmul % of peak | attention kernel ms (share) "
+        "| attention kernel % of peak | other ms (share) | MFU | MFU without other |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        b, rate = r["time_breakdown"], r.get("category_mfu", {})
+        total = sum(b[k] for k in ("matmul", "attention", "other"))
+
+        def part(key: str, b: dict[str, float] = b, total: float = total) -> str:
+            return f"{b[key] * 1e3:.1f} ({100 * b[key] / total:.0f} %)"
+
+        def pct(key: str, rate: dict[str, float] = rate) -> str:
+            return f"{100 * rate[key]:.0f} %" if key in rate else "—"
+
+        ceiling = r["train_mfu"] * r["train_seconds"] / (r["train_seconds"] - b["other"])
+        lines.append(
+            f"| {r['label']} | {b['profiled_step'] * 1e3:.1f} | {part('matmul')} | {pct('matmul')} | "
+            f"{part('attention')} | {pct('attention')} | {part('other')} | {100 * r['train_mfu']:.1f} % | "
+            f"{100 * ceiling:.1f} % |"
+        )
+    return lines
 
 
 def plot_report(results: dict[str, Any], path: str | Path) -> Path:

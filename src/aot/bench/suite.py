@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from aot.bench.breakdown import category_rates, time_breakdown
 from aot.bench.decode import decode_benchmark
 from aot.bench.flops import flops_per_token, measure_flops
 from aot.bench.mfu import achieved_flops, mfu
@@ -69,8 +70,9 @@ class BenchSettings:
     decode_prompt: int = 16
     decode_blocks: tuple[str, ...] = ("AoT-MSSA (tied)", "AoT-MSSA (W_O)", "AoT-MHSA", "GPT-2")
     memory: bool = True
+    breakdown: bool = True  # profile where the training step's time goes (matched width/depth rows)
     peer: bool = True
-    peer_rounds: int = 4  # interleaved A/B rounds of the HF comparison (median over rounds)
+    peer_rounds: int = 6  # interleaved A/B rounds of the HF comparison (median of the per-round ratios)
     peak_sizes: tuple[int, ...] = (1024, 2048)
     sections: tuple[str, ...] = ("models", "seq", "depth", "decode", "peer")
 
@@ -163,9 +165,11 @@ def measure_model(
     forward: bool = True,
     memory: bool | None = None,
     repeat: int | None = None,
+    breakdown: bool = False,
 ) -> dict[str, Any]:
     """Every figure of one model: parameters, FLOPs per token (analytic and flop_counter), median forward
-    and training-step time, tokens/s, achieved FLOP/s, MFU, and peak training memory."""
+    and training-step time, tokens/s, achieved FLOP/s, MFU, peak training memory and (``breakdown``) the
+    step's time by category of op."""
     device, dtype = torch.device(s.device), s.torch_dtype
     repeat = repeat or s.repeat
     torch.manual_seed(0)
@@ -207,6 +211,9 @@ def measure_model(
     row["train_flops_per_s"] = achieved_flops(flops.training(), row["train_tokens_per_s"])
     row["train_mfu"] = mfu(flops.training(), row["train_tokens_per_s"], peak)
     row["train_mfu_causal"] = mfu(flops.training_causal(), row["train_tokens_per_s"], peak)
+    if breakdown:
+        row["time_breakdown"] = time_breakdown(step, device)
+        row["category_flops_per_s"] = category_rates(row["time_breakdown"], flops, tokens)
     del model, step
     if s.memory if memory is None else memory:
         row["train_peak_bytes"] = peak_training_memory(cfg, batch, seq_len, device, dtype)["peak_bytes"]
@@ -233,7 +240,8 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
             for label, _, _ in BLOCKS:
                 depth = s.depth if group == "matched width/depth" else matched_depth(s, label)
                 log(f"[{group}] {label}, {depth} layers ...")
-                row = measure_model(s, block_config(s, label, depth), s.batch, s.seq_len, peak)
+                breakdown = s.breakdown and group == "matched width/depth"
+                row = measure_model(s, block_config(s, label, depth), s.batch, s.seq_len, peak, breakdown=breakdown)
                 rows.append(dict(group=group, label=label, **row))
         results["models"] = rows
     if "seq" in s.sections:
@@ -331,8 +339,10 @@ def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
             train_tokens_per_s=tokens / train_s,
             train_mfu=mfu(flops.training(), tokens / train_s, peak),
         )
-    out["train_speed_ratio"] = out["aot"]["train_tokens_per_s"] / out["hf"]["train_tokens_per_s"]
-    out["forward_speed_ratio"] = out["aot"]["forward_tokens_per_s"] / out["hf"]["forward_tokens_per_s"]
+    for kind in ("train", "forward"):  # ours / HF speed within each round (both timed back to back), then median
+        rounds = [hf / ours for ours, hf in zip(times["aot"][kind], times["hf"][kind])]
+        out[f"{kind}_speed_ratio_rounds"] = rounds
+        out[f"{kind}_speed_ratio"] = statistics.median(rounds)
     return out
 
 
@@ -348,6 +358,8 @@ def _rescale_mfu(results: dict[str, Any], peak: float) -> None:
             row["train_mfu_causal"] = row["flops_training_causal"] * row["train_tokens_per_s"] / peak
             if "forward_tokens_per_s" in row:
                 row["forward_mfu"] = row["flops_forward"] * row["forward_tokens_per_s"] / peak
+            if "category_flops_per_s" in row:
+                row["category_mfu"] = {k: v / peak for k, v in row["category_flops_per_s"].items()}
     peer = results.get("peer", {})
     for name in ("aot", "hf"):
         if name in peer:
