@@ -230,3 +230,28 @@ def test_peer_ratio_is_the_median_of_paired_rounds(monkeypatch: pytest.MonkeyPat
     assert out["train_speed_ratio_rounds"] == [4.0 / 2.0, 2.0 / 4.0, 4.0 / 2.0]
     assert out["forward_speed_ratio_rounds"] == [4.0 / 1.0, 1.0 / 4.0, 4.0 / 1.0]
     assert out["train_speed_ratio"] == 2.0 and out["forward_speed_ratio"] == 4.0
+
+
+def test_every_mssa_speed_variant_computes_the_same_gradients() -> None:
+    """benchmarks/bench/mssa_variants.py times alternatives to the core MSSA; each must compute the same thing."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "mssa_variants.py"
+    spec = importlib.util.spec_from_file_location("mssa_variants", path)
+    assert spec is not None and spec.loader is not None
+    variants = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(variants)
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa", n_embd=32, n_head=4, block_size=16)).double()
+    idx = torch.randint(0, 37, (6, 16))
+
+    def loss_and_grads() -> list[torch.Tensor]:
+        loss = model(idx, idx)[1]
+        return [loss.detach(), *torch.autograd.grad(loss, list(model.parameters()))]
+
+    core = loss_and_grads()
+    for name in variants.VARIANTS:
+        with variants.variant(name, model):
+            for got, want in zip(loss_and_grads(), core):
+                torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12, msg=name)

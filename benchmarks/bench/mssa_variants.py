@@ -10,6 +10,9 @@ time goes to matmuls (~87 % of the matmul peak) and the CPU flash-attention kern
   gradient of that use lands in W's own layout) and identity modules (η = none, dropout 0) skipped in blocks.
 - ``contiguous-P``: P made contiguous in (B, K, T, p) before SDPA (the kernel reads strided rows otherwise).
 - ``reference-path``: the explicit softmax(P Pᵀ s + mask) P instead of the fused kernel.
+- ``symmetric-backward``: the fused kernel's forward, and a backward that uses Q = K = V: the scores' gradient
+  enters once as (dS + dSᵀ) P (batched matmuls over the full square, 4 products, instead of the kernel's 5 over
+  the causal part).
 
     flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py
 
@@ -66,13 +69,55 @@ def _split_contiguous(self, t):  # type: ignore[no-untyped-def]
     return t.view(B, T, self.n_head, self.head_dim).transpose(1, 2).contiguous()
 
 
+class _SymmetricBackwardAttention(torch.autograd.Function):
+    """Causal softmax(P Pᵀ s) P: forward by the CPU flash kernel, backward dP = (dS + dSᵀ) P + Aᵀ dO."""
+
+    @staticmethod
+    def forward(ctx, P, scale):  # type: ignore[no-untyped-def]
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(P, P, P, 0.0, True, scale=scale)
+        ctx.save_for_backward(P, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[no-untyped-def]
+        P, out, lse = ctx.saved_tensors
+        T = P.shape[-2]
+        masked = ~torch.ones(T, T, dtype=torch.bool, device=P.device).tril()
+        rowdot = (grad_out * out).sum(-1, keepdim=True)  # D = rowsum(dO ∘ O)
+        grad = torch.empty_like(P)
+        for b in range(0, P.shape[0], 4):  # chunks of the batch keep the T×T blocks in cache
+            p, g = P[b : b + 4], grad_out[b : b + 4]
+            pattern = (p @ p.transpose(-2, -1)).mul_(ctx.scale).sub_(lse[b : b + 4].unsqueeze(-1)).exp_()
+            pattern.masked_fill_(masked, 0.0)
+            d_scores = (g @ p.transpose(-2, -1)).sub_(rowdot[b : b + 4]).mul_(pattern).mul_(ctx.scale)
+            grad[b : b + 4] = (d_scores + d_scores.transpose(-2, -1)) @ p + pattern.transpose(-2, -1) @ g
+        return grad, None
+
+
+_ATTEND = _AttentionCore.attend
+
+
+def _attend_symmetric(self, q, k, v):  # type: ignore[no-untyped-def]
+    if q is k and k is v and self.causal and not self.hook_pattern.active and not (self.training and self.dropout):
+        return self.hook_z(_SymmetricBackwardAttention.apply(q, self.scale))
+    return _ATTEND(self, q, k, v)
+
+
 @contextlib.contextmanager
 def variant(name: str, model: torch.nn.Module) -> Iterator[None]:
-    saved = (MultiHeadSubspaceSelfAttention.forward, _Block.attention_step, _AttentionCore._split)
+    saved = (
+        MultiHeadSubspaceSelfAttention.forward,
+        _Block.attention_step,
+        _AttentionCore._split,
+        _AttentionCore.attend,
+    )
     try:
         if name == "matmul-tied-output":
             MultiHeadSubspaceSelfAttention.forward = _forward_matmul_output  # type: ignore[method-assign]
             _Block.attention_step = _attention_step_skipping_identities  # type: ignore[method-assign]
+        elif name == "symmetric-backward":
+            _AttentionCore.attend = _attend_symmetric  # type: ignore[method-assign]
         elif name == "contiguous-P":
             _AttentionCore._split = _split_contiguous  # type: ignore[method-assign]
         elif name == "reference-path":
@@ -81,7 +126,12 @@ def variant(name: str, model: torch.nn.Module) -> Iterator[None]:
                     module.use_reference = True
         yield
     finally:
-        MultiHeadSubspaceSelfAttention.forward, _Block.attention_step, _AttentionCore._split = saved  # type: ignore[method-assign]
+        (
+            MultiHeadSubspaceSelfAttention.forward,
+            _Block.attention_step,
+            _AttentionCore._split,
+            _AttentionCore.attend,
+        ) = saved  # type: ignore[method-assign]
         for module in model.modules():
             if isinstance(module, _AttentionCore):
                 module.use_reference = False
@@ -100,7 +150,7 @@ def decode_step_seconds(model, n_cached: int = 256, steps: int = 64) -> float:  
     return statistics.median(seconds)
 
 
-VARIANTS = ("core", "matmul-tied-output", "contiguous-P", "reference-path")
+VARIANTS = ("core", "matmul-tied-output", "contiguous-P", "reference-path", "symmetric-backward")
 
 
 def main(rounds: int = 3) -> dict:

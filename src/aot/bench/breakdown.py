@@ -21,8 +21,11 @@ kernels each op launched (not yet checked on a GPU).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -44,6 +47,26 @@ def op_category(name: str) -> str:
     return "other"
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Send file descriptor 2 to /dev/null for the duration: the profiler's C++ side (kineto) prints a
+    line on every start and stop that no setting turns off. Python exceptions still propagate."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable fd 2 (embedded interpreters): leave it alone
+        yield
+        return
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def time_breakdown(
     step: Callable[[], Any], device: torch.device | str = "cpu", steps: int = 3, warmup: int = 1
 ) -> dict[str, float]:
@@ -53,7 +76,7 @@ def time_breakdown(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     for _ in range(warmup):
         step()
-    with profile(activities=activities) as prof:
+    with _native_stderr_silenced(), profile(activities=activities) as prof:
         start = time.perf_counter()
         for _ in range(steps):
             step()

@@ -29,7 +29,10 @@ def markdown_report(results: dict[str, Any]) -> str:
         + f" · load average {env.get('load_average_start')} → {env.get('load_average_end')}",
         "",
         f"Default size: d = {st['n_embd']}, {st['n_head']} heads, T = {st['seq_len']}, batch {st['batch']}, "
-        f"vocab {st['vocab_size']}, {st['dtype']}. Medians of {st['repeat']} timings after {st['warmup']} warm-up. "
+        f"vocab {st['vocab_size']}, {st['dtype']}. Each figure is the median of {st.get('rounds', 1)} × {st['repeat']} "
+        f"timings ({st.get('rounds', 1)} rounds over the models of a comparison, interleaved, "
+        f"{st['repeat']} calls each; {st['warmup']} warm-up calls first; the scaling sweeps "
+        f"{st.get('rounds', 1)} × {st['scaling_repeat']}). "
         f"Matmul peak ({peak['dtype']}, measured in this run, best of start/end): {_si(peak['used'], 'FLOP/s')}"
         + (f"; table peak of this GPU: {_si(peak['table'], 'FLOP/s')}" if peak.get("table") else "")
         + ".",
@@ -128,8 +131,8 @@ def markdown_report(results: dict[str, Any]) -> str:
 
 
 def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
-    """Where each training step's time goes (rows measured with ``breakdown``), and the MFU it would reach
-    if the non-matmul work were free (the ceiling the two kinds of products set)."""
+    """Where each training step's time goes (rows measured with ``breakdown``), and the MFU the step would
+    reach if only its two kinds of products took time (the ceiling they set)."""
     rows = [r for r in models if "time_breakdown" in r]
     if not rows:
         return []
@@ -139,27 +142,30 @@ def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
         "",
         "*matmul*: dense products (linear layers, LM head), their FLOP/s as % of the peak. *attention kernel*: "
         "the fused SDPA forward and backward, FLOP/s of its unmasked work including the scores its backward "
-        "recomputes (3.5 × causal attention FLOPs). *other*: element-wise work, optimizer, copies. *MFU without "
-        "other*: the MFU if the *other* time were zero, the ceiling the two kernels set.",
+        "recomputes (3.5 × causal attention FLOPs). *rest*: the profiled step's remaining time (element-wise "
+        "ops, optimizer, copies, Python). *MFU if only products*: the MFU if the rest took no time, the ceiling "
+        "the two kernels set.",
         "",
         "| model | profiled step ms | matmul ms (share) | matmul % of peak | attention kernel ms (share) "
-        "| attention kernel % of peak | other ms (share) | MFU | MFU without other |",
+        "| attention kernel % of peak | rest ms (share) | MFU | MFU if only products |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         b, rate = r["time_breakdown"], r.get("category_mfu", {})
-        total = sum(b[k] for k in ("matmul", "attention", "other"))
+        step = b["profiled_step"]
+        rest = max(0.0, step - b["matmul"] - b["attention"])
 
-        def part(key: str, b: dict[str, float] = b, total: float = total) -> str:
-            return f"{b[key] * 1e3:.1f} ({100 * b[key] / total:.0f} %)"
+        def part(seconds: float, step: float = step) -> str:
+            return f"{seconds * 1e3:.1f} ({100 * seconds / step:.0f} %)"
 
         def pct(key: str, rate: dict[str, float] = rate) -> str:
             return f"{100 * rate[key]:.0f} %" if key in rate else "—"
 
-        ceiling = r["train_mfu"] * r["train_seconds"] / (r["train_seconds"] - b["other"])
+        peak = r["train_flops_per_s"] / r["train_mfu"]
+        ceiling = r["flops_training"] * r["batch"] * r["seq_len"] / (b["matmul"] + b["attention"]) / peak
         lines.append(
-            f"| {r['label']} | {b['profiled_step'] * 1e3:.1f} | {part('matmul')} | {pct('matmul')} | "
-            f"{part('attention')} | {pct('attention')} | {part('other')} | {100 * r['train_mfu']:.1f} % | "
+            f"| {r['label']} | {step * 1e3:.1f} | {part(b['matmul'])} | {pct('matmul')} | "
+            f"{part(b['attention'])} | {pct('attention')} | {part(rest)} | {100 * r['train_mfu']:.1f} % | "
             f"{100 * ceiling:.1f} % |"
         )
     return lines

@@ -25,6 +25,8 @@ from aot.bench.timing import (
     make_optimizer,
     median_seconds,
     peak_training_memory,
+    random_tokens,
+    time_calls,
     training_step,
 )
 from aot.config import ModelConfig
@@ -59,9 +61,10 @@ class BenchSettings:
     dtype: str = "fp32"
     device: str = "cpu"
     threads: int = 0  # 0: torch's default
-    warmup: int = 2
-    repeat: int = 5
-    scaling_repeat: int = 3  # timed repetitions in the scaling sweeps
+    warmup: int = 2  # untimed calls before a model's first round
+    repeat: int = 2  # timed calls per model and round
+    rounds: int = 3  # interleaved rounds over the models of a comparison; figures are medians of all timings
+    scaling_repeat: int = 1  # timed calls per model and round in the scaling sweeps
     seq_lens: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
     scaling_tokens: int = 4096  # tokens per batch in the sequence sweep (batch = tokens // T)
     depths: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -86,6 +89,7 @@ class BenchSettings:
             depth=2,
             warmup=1,
             repeat=2,
+            rounds=1,
             scaling_repeat=1,
             peer_rounds=2,
             seq_lens=(32, 64),
@@ -154,27 +158,10 @@ def measure_peak(s: BenchSettings) -> dict[str, Any]:
     return {k: float(v) for k, v in peak.items()}
 
 
-def measure_model(
-    s: BenchSettings,
-    cfg: ModelConfig,
-    batch: int,
-    seq_len: int,
-    peak: float,
-    *,
-    count_flops: bool = True,
-    forward: bool = True,
-    memory: bool | None = None,
-    repeat: int | None = None,
-    breakdown: bool = False,
-) -> dict[str, Any]:
-    """Every figure of one model: parameters, FLOPs per token (analytic and flop_counter), median forward
-    and training-step time, tokens/s, achieved FLOP/s, MFU, peak training memory and (``breakdown``) the
-    step's time by category of op."""
-    device, dtype = torch.device(s.device), s.torch_dtype
-    repeat = repeat or s.repeat
+def describe_model(s: BenchSettings, cfg: ModelConfig, seq_len: int, *, count_flops: bool) -> dict[str, Any]:
+    """What does not need a clock: parameters and FLOPs per token (analytic and ``flop_counter``)."""
     torch.manual_seed(0)
-    model = build_model(cfg).to(device)
-    idx = torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
+    model = build_model(cfg).to(torch.device(s.device))
     flops = flops_per_token(cfg, seq_len)
     row: dict[str, Any] = dict(
         block=cfg.block,
@@ -182,7 +169,6 @@ def measure_model(
         n_layer=cfg.n_layer,
         n_embd=cfg.n_embd,
         n_head=cfg.n_head,
-        batch=batch,
         seq_len=seq_len,
         params=model.num_params(),
         non_embedding_params=model.num_params(non_embedding=True),
@@ -193,31 +179,76 @@ def measure_model(
         attention_share=flops.attention / flops.forward,
     )
     if count_flops:  # per token, on one sequence (FLOPs per token do not depend on the batch)
-        one = idx[:1]
+        one = random_tokens(cfg, 1, seq_len, s.device)
         row["flop_counter_forward"] = measure_flops(model, one, training=False) / seq_len
         row["flop_counter_training"] = measure_flops(model, one, training=True) / seq_len
         row["flop_counter_agreement_forward"] = row["flop_counter_forward"] / flops.forward
         row["flop_counter_agreement_training"] = row["flop_counter_training"] / flops.training(recompute=True)
-    tokens = batch * seq_len
-    if forward:
-        model.eval()
-        row["forward_seconds"] = median_seconds(forward_pass(model, idx, dtype), device, s.warmup, repeat)
-        row["forward_tokens_per_s"] = tokens / row["forward_seconds"]
-        row["forward_mfu"] = mfu(flops.forward, row["forward_tokens_per_s"], peak)
-        model.train()
-    step = training_step(model, make_optimizer(model), idx, dtype)
-    row["train_seconds"] = median_seconds(step, device, s.warmup, repeat)
-    row["train_tokens_per_s"] = tokens / row["train_seconds"]
-    row["train_flops_per_s"] = achieved_flops(flops.training(), row["train_tokens_per_s"])
-    row["train_mfu"] = mfu(flops.training(), row["train_tokens_per_s"], peak)
-    row["train_mfu_causal"] = mfu(flops.training_causal(), row["train_tokens_per_s"], peak)
-    if breakdown:
-        row["time_breakdown"] = time_breakdown(step, device)
-        row["category_flops_per_s"] = category_rates(row["time_breakdown"], flops, tokens)
-    del model, step
-    if s.memory if memory is None else memory:
-        row["train_peak_bytes"] = peak_training_memory(cfg, batch, seq_len, device, dtype)["peak_bytes"]
     return row
+
+
+def measure_models(
+    s: BenchSettings,
+    cfgs: list[ModelConfig],
+    batch: int,
+    seq_len: int,
+    peak: float,
+    *,
+    count_flops: bool = True,
+    forward: bool = True,
+    memory: bool | None = None,
+    repeat: int | None = None,
+    breakdown: bool = False,
+) -> list[dict[str, Any]]:
+    """Every figure of the models built from ``cfgs``: parameters, FLOPs per token (analytic and flop_counter),
+    median forward and training-step time, tokens/s, achieved FLOP/s, MFU, peak training memory and
+    (``breakdown``) each step's time by category of op.
+
+    The models are timed in ``s.rounds`` interleaved rounds (the order reversed every other round), ``repeat``
+    calls each per round, and each figure is the median of all its timings: a burst of load on a shared
+    machine then hits every model of a comparison alike instead of one of them."""
+    device, dtype = torch.device(s.device), s.torch_dtype
+    repeat = repeat or s.repeat
+    rows = [describe_model(s, cfg, seq_len, count_flops=count_flops) for cfg in cfgs]
+    tokens = batch * seq_len
+    idx = random_tokens(cfgs[0], batch, seq_len, device)
+    models, steps = [], []
+    for cfg in cfgs:
+        torch.manual_seed(0)
+        model = build_model(cfg).to(device)
+        models.append(model)
+        steps.append(training_step(model, make_optimizer(model), idx, dtype))
+    forward_times: list[list[float]] = [[] for _ in cfgs]
+    train_times: list[list[float]] = [[] for _ in cfgs]
+    for r in range(s.rounds):
+        order = range(len(cfgs)) if r % 2 == 0 else reversed(range(len(cfgs)))
+        warmup = s.warmup if r == 0 else 0
+        for i in order:
+            if forward:
+                models[i].eval()
+                forward_times[i] += time_calls(forward_pass(models[i], idx, dtype), device, warmup, repeat)
+                models[i].train()
+            train_times[i] += time_calls(steps[i], device, warmup, repeat)
+    for i, (cfg, row) in enumerate(zip(cfgs, rows)):
+        flops = flops_per_token(cfg, seq_len)
+        row["batch"] = batch
+        if forward:
+            row["forward_seconds"] = statistics.median(forward_times[i])
+            row["forward_tokens_per_s"] = tokens / row["forward_seconds"]
+            row["forward_mfu"] = mfu(flops.forward, row["forward_tokens_per_s"], peak)
+        row["train_seconds"] = statistics.median(train_times[i])
+        row["train_tokens_per_s"] = tokens / row["train_seconds"]
+        row["train_flops_per_s"] = achieved_flops(flops.training(), row["train_tokens_per_s"])
+        row["train_mfu"] = mfu(flops.training(), row["train_tokens_per_s"], peak)
+        row["train_mfu_causal"] = mfu(flops.training_causal(), row["train_tokens_per_s"], peak)
+        if breakdown:
+            row["time_breakdown"] = time_breakdown(steps[i], device)
+            row["category_flops_per_s"] = category_rates(row["time_breakdown"], flops, tokens)
+    del models, steps
+    if s.memory if memory is None else memory:  # one fresh subprocess per model, after the timings
+        for cfg, row in zip(cfgs, rows):
+            row["train_peak_bytes"] = peak_training_memory(cfg, batch, seq_len, device, dtype)["peak_bytes"]
+    return rows
 
 
 def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
@@ -237,44 +268,35 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
     if "models" in s.sections:
         rows = []
         for group in ("matched width/depth", "matched params"):
-            for label, _, _ in BLOCKS:
-                depth = s.depth if group == "matched width/depth" else matched_depth(s, label)
-                log(f"[{group}] {label}, {depth} layers ...")
-                breakdown = s.breakdown and group == "matched width/depth"
-                row = measure_model(s, block_config(s, label, depth), s.batch, s.seq_len, peak, breakdown=breakdown)
-                rows.append(dict(group=group, label=label, **row))
+            depths = {lbl: s.depth if group == "matched width/depth" else matched_depth(s, lbl) for lbl, _, _ in BLOCKS}
+            log(f"[{group}] " + ", ".join(f"{lbl} ({n} layers)" for lbl, n in depths.items()) + " ...")
+            cfgs = [block_config(s, lbl, n) for lbl, n in depths.items()]
+            breakdown = s.breakdown and group == "matched width/depth"
+            measured = measure_models(s, cfgs, s.batch, s.seq_len, peak, breakdown=breakdown)
+            rows += [dict(group=group, label=lbl, **row) for lbl, row in zip(depths, measured)]
         results["models"] = rows
-    if "seq" in s.sections:
+    for section, key, values in (("seq", "seq_scaling", s.seq_lens), ("depth", "depth_scaling", s.depths)):
+        if section not in s.sections:
+            continue
         rows = []
-        for label in s.scaling_blocks:
-            for seq_len in s.seq_lens:
-                batch = max(1, s.scaling_tokens // seq_len)
-                log(f"[sequence scaling] {label}, T = {seq_len}, batch {batch} ...")
-                cfg = block_config(s, label, s.depth, seq_len)
-                row = measure_model(
-                    s, cfg, batch, seq_len, peak, count_flops=False, forward=False, repeat=s.scaling_repeat
-                )
-                rows.append(dict(label=label, **row))
-        results["seq_scaling"] = rows
-    if "depth" in s.sections:
-        rows = []
-        for label in s.scaling_blocks:
-            for depth in s.depths:
-                log(f"[depth scaling] {label}, {depth} layers ...")
-                cfg = block_config(s, label, depth)
-                row = measure_model(
-                    s,
-                    cfg,
-                    s.batch,
-                    s.seq_len,
-                    peak,
-                    count_flops=False,
-                    forward=False,
-                    memory=False,
-                    repeat=s.scaling_repeat,
-                )
-                rows.append(dict(label=label, **row))
-        results["depth_scaling"] = rows
+        for value in values:  # at each point the blocks are timed interleaved
+            seq_len, depth = (value, s.depth) if section == "seq" else (s.seq_len, value)
+            batch = max(1, s.scaling_tokens // seq_len) if section == "seq" else s.batch
+            log(f"[{section} scaling] T = {seq_len}, {depth} layers, batch {batch}: {', '.join(s.scaling_blocks)} ...")
+            cfgs = [block_config(s, label, depth, seq_len) for label in s.scaling_blocks]
+            measured = measure_models(
+                s,
+                cfgs,
+                batch,
+                seq_len,
+                peak,
+                count_flops=False,
+                forward=False,
+                memory=None if section == "seq" else False,
+                repeat=s.scaling_repeat,
+            )
+            rows += [dict(label=label, **row) for label, row in zip(s.scaling_blocks, measured)]
+        results[key] = sorted(rows, key=lambda row: s.scaling_blocks.index(row["label"]))  # stable: by block
     if "decode" in s.sections:
         rows = []
         for label in s.decode_blocks:
@@ -324,11 +346,9 @@ def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
         for name in ("aot", "hf") if r % 2 == 0 else ("hf", "aot"):
             model = models[name]
             model.eval()
-            times[name]["forward"].append(
-                median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.scaling_repeat)
-            )
+            times[name]["forward"].append(median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.repeat))
             model.train()
-            times[name]["train"].append(median_seconds(steps[name], device, s.warmup, s.scaling_repeat))
+            times[name]["train"].append(median_seconds(steps[name], device, s.warmup, s.repeat))
     for name, model in models.items():
         forward_s, train_s = (statistics.median(times[name][k]) for k in ("forward", "train"))
         out[name] = dict(

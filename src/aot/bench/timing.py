@@ -144,7 +144,7 @@ def _cuda_peak(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device,
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     model = build_model(cfg).to(device)
-    step = training_step(model, make_optimizer(model), _tokens(cfg, batch, seq_len, device), dtype)
+    step = training_step(model, make_optimizer(model), random_tokens(cfg, batch, seq_len, device), dtype)
     for _ in range(2):
         step()
     torch.cuda.synchronize(device)
@@ -154,7 +154,8 @@ def _cuda_peak(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device,
     return dict(peak_bytes=int(peak), method="torch.cuda.max_memory_allocated")
 
 
-def _tokens(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | str) -> torch.Tensor:
+def random_tokens(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | str) -> torch.Tensor:
+    """Token ids (batch, seq_len) drawn uniformly from the vocabulary, the same for every call (seed 0)."""
     generator = torch.Generator().manual_seed(0)
     return torch.randint(0, cfg.vocab_size, (batch, seq_len), generator=generator).to(device)
 
@@ -204,11 +205,11 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
     cfg = ModelConfig.from_dict(spec["config"])
     tiny_cfg = cfg.replace(n_layer=1, block_size=8)
     tiny = build_model(tiny_cfg)
-    training_step(tiny, make_optimizer(tiny), _tokens(tiny_cfg, 1, 8, "cpu"), dtype)()
+    training_step(tiny, make_optimizer(tiny), random_tokens(tiny_cfg, 1, 8, "cpu"), dtype)()
     del tiny
     baseline = _reset_peak_rss()
     model = build_model(cfg)
-    step = training_step(model, make_optimizer(model), _tokens(cfg, spec["batch"], spec["seq_len"], "cpu"), dtype)
+    step = training_step(model, make_optimizer(model), random_tokens(cfg, spec["batch"], spec["seq_len"], "cpu"), dtype)
     for _ in range(2):
         step()
     return dict(peak_bytes=_max_rss_bytes() - baseline, method="fresh subprocess: peak RSS (VmHWM) minus RSS before")
