@@ -255,3 +255,19 @@ def test_every_mssa_speed_variant_computes_the_same_gradients() -> None:
         with variants.variant(name, model):
             for got, want in zip(loss_and_grads(), core):
                 torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_the_gpu_bench_config_is_valid() -> None:
+    """benchmarks/bench/gpu.yaml (run by scripts/device_check.sh on a GPU) names only real settings."""
+    import argparse
+    from pathlib import Path
+
+    from aot.bench.cli import settings_from_args
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "gpu.yaml"
+    args = argparse.Namespace(
+        quick=False, config=str(path), dtype="bf16", threads=None, repeat=None, no_memory=False,
+        no_breakdown=False, only=None, device="cpu",
+    )  # fmt: skip
+    settings = settings_from_args(args)
+    assert (settings.n_embd, settings.depth, settings.dtype) == (768, 12, "bf16")
