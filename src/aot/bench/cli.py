@@ -15,10 +15,11 @@ SECTIONS = ("models", "seq", "depth", "decode", "peer")
 
 EPILOG = """\
 examples:
-  aot bench                                  # the default suite (a few minutes on 2 CPU cores)
+  aot bench                                  # the default suite (about 12 minutes on 2 CPU cores)
   aot bench --quick --out /tmp/bench         # a tiny smoke run (seconds)
   aot bench --only models,peer --dtype bf16  # just the model table and the HF peer, in bf16 autocast
   flock /tmp/aot-cpu.lock aot bench --out benchmarks/bench   # record results without other heavy runs
+  aot bench --device cuda --dtype bf16 --config benchmarks/bench/gpu.yaml   # GPT-2-small width on a GPU
 
 Sections: models (every block type at matched width/depth and at matched non-embedding parameters),
 seq (training cost as T grows, batch × T fixed), depth (as layers grow), decode (512 tokens with and
@@ -51,7 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dtype", choices=["fp32", "bf16", "fp16"], help="compute dtype (default fp32; bf16 = autocast)"
     )
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
-    parser.add_argument("--repeat", type=int, help="timed repetitions per measurement (default 5; median reported)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        help="timed calls per model in each of the 3 interleaved rounds (default 2; median of all)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument(
         "--no-breakdown", action="store_true", help="skip profiling where each training step's time goes"

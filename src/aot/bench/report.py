@@ -172,13 +172,14 @@ def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
 
 
 def plot_report(results: dict[str, Any], path: str | Path) -> Path:
-    """Four panels: training tokens/s and MFU per model, cost per token against T and against depth."""
+    """Six panels: training tokens/s and MFU per model, where a training step's time goes; cost per token
+    against T and against depth, decoding tokens/s with and without the cache."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(2, 3, figsize=(19, 9))
     models = results.get("models", [])
     for ax, (key, title, scale) in zip(
         axes[0],
@@ -209,6 +210,8 @@ def plot_report(results: dict[str, Any], path: str | Path) -> Path:
         ax.set_ylabel("training µs per token")
         ax.set_title(f"cost per token against {xlabel}")
         ax.legend(fontsize=8)
+    _plot_breakdown(axes[0][2], results.get("models", []))
+    _plot_decode(axes[1][2], results.get("decode", []))
     env = results["environment"]
     fig.suptitle(
         f"aot bench · {env['date']} · {env['processor']} · {env['threads']} threads · {env['dtype']}", fontsize=10
@@ -218,3 +221,35 @@ def plot_report(results: dict[str, Any], path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _plot_breakdown(ax: Any, models: list[dict[str, Any]]) -> None:
+    """Stacked bars: each profiled training step's milliseconds in dense matmuls, the attention kernel, the rest."""
+    rows = [r for r in models if "time_breakdown" in r]
+    bottom = [0.0] * len(rows)
+    for key, name in (("matmul", "dense matmuls"), ("attention", "attention kernel"), ("rest", "rest")):
+        values = []
+        for r in rows:
+            b = r["time_breakdown"]
+            values.append(
+                1e3 * (max(0.0, b["profiled_step"] - b["matmul"] - b["attention"]) if key == "rest" else b[key])
+            )
+        ax.bar(range(len(rows)), values, bottom=bottom, label=name)
+        bottom = [a + v for a, v in zip(bottom, values)]
+    ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, fontsize=8)
+    ax.set_ylabel("ms per training step (profiled)")
+    ax.set_title("where a training step's time goes (same width/depth)")
+    if rows:
+        ax.legend(fontsize=8)
+
+
+def _plot_decode(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Bars: decoding tokens/s with and without the cache, per model (log scale)."""
+    for offset, (key, name) in enumerate((("cached_tokens_per_s", "with cache"), ("uncached_tokens_per_s", "without"))):
+        ax.bar([i + 0.4 * offset for i in range(len(rows))], [r[key] for r in rows], 0.4, label=name)
+    ax.set_xticks([i + 0.2 for i in range(len(rows))], [r["label"] for r in rows], rotation=20, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("generated tokens/s (batch 1)")
+    ax.set_title("decoding with and without the KV cache")
+    if rows:
+        ax.legend(fontsize=8)
