@@ -16,7 +16,7 @@ from aot.bench.peaks import gpu_peak_flops, peak_flops
 from aot.bench.timing import make_optimizer, peak_training_memory, random_tokens, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
-from aot.nn.attention import _AttentionCore
+from aot.nn.attention import use_reference_attention
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 BLOCKS = [("aot-mssa", {"tied_output": True}), ("aot-mssa", {"tied_output": False}), ("transformer", {})]
@@ -26,12 +26,6 @@ def config(block: str, **extra: object) -> ModelConfig:
     fields: dict[str, object] = dict(block=block, n_layer=2, n_embd=64, n_head=4, vocab_size=50, block_size=64)
     fields.update(extra)
     return ModelConfig(**fields)  # type: ignore[arg-type]
-
-
-def set_reference(model: torch.nn.Module, on: bool) -> None:
-    for module in model.modules():
-        if isinstance(module, _AttentionCore):
-            module.use_reference = on
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -44,7 +38,7 @@ def test_fused_attention_equals_reference_on_device(device: str, block: str, ext
     idx = random_tokens(model.cfg, 2, 64, device)
     results = []
     for reference in (False, True):
-        set_reference(model, reference)
+        use_reference_attention(model, reference)
         logits, loss = model(idx, idx)
         results.append((logits, torch.autograd.grad(loss, list(model.parameters()))))
     (fused, fused_grads), (ref, ref_grads) = results

@@ -10,7 +10,7 @@ import torch
 
 from aot.config import ModelConfig
 from aot.models import build_model
-from aot.nn.attention import MultiHeadSubspaceSelfAttention
+from aot.nn.attention import MultiHeadSubspaceSelfAttention, use_reference_attention
 from aot.nn.blocks import AttentionOnlyBlock
 from aot.nn.feedforward import ISTA
 from aot.nn.rotary import Rotary
@@ -174,9 +174,7 @@ def test_fused_path_equals_reference_path(options):
     x = torch.randint(0, 11, (2, 9)) if task == "lm" else torch.randn(2, 1, 8, 8, dtype=torch.float64)
 
     def run(reference: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        for module in model.modules():
-            if hasattr(module, "use_reference"):
-                module.use_reference = reference
+        use_reference_attention(model, reference)
         model.zero_grad()
         out = model(x)
         out = out[0] if task == "lm" else out

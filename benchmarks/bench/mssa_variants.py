@@ -40,7 +40,7 @@ from aot.bench.peaks import measure_matmul_peak
 from aot.bench.timing import forward_pass, make_optimizer, median_seconds, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
-from aot.nn.attention import MultiHeadSubspaceSelfAttention, _AttentionCore
+from aot.nn.attention import MultiHeadSubspaceSelfAttention, _AttentionCore, use_reference_attention
 from aot.nn.blocks import _Block
 
 
@@ -121,9 +121,7 @@ def variant(name: str, model: torch.nn.Module) -> Iterator[None]:
         elif name == "contiguous-P":
             _AttentionCore._split = _split_contiguous  # type: ignore[method-assign]
         elif name == "reference-path":
-            for module in model.modules():
-                if isinstance(module, _AttentionCore):
-                    module.use_reference = True
+            use_reference_attention(model)
         yield
     finally:
         (
@@ -132,9 +130,7 @@ def variant(name: str, model: torch.nn.Module) -> Iterator[None]:
             _AttentionCore._split,
             _AttentionCore.attend,
         ) = saved  # type: ignore[method-assign]
-        for module in model.modules():
-            if isinstance(module, _AttentionCore):
-                module.use_reference = False
+        use_reference_attention(model, on=False)
 
 
 def decode_step_seconds(model, n_cached: int = 256, steps: int = 64) -> float:  # type: ignore[no-untyped-def]

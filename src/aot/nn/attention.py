@@ -104,6 +104,14 @@ class _AttentionCore(nn.Module):
         return self.hook_z(out)
 
 
+def use_reference_attention(model: nn.Module, on: bool = True) -> None:
+    """Make every attention layer of ``model`` compute the explicit ``softmax(q kᵀ s + mask) v`` instead of
+    the fused SDPA kernel (``on=False``: back to the kernel). For tests, analysis and timing comparisons."""
+    for module in model.modules():
+        if isinstance(module, _AttentionCore):
+            module.use_reference = on
+
+
 class MultiHeadSubspaceSelfAttention(_AttentionCore):
     """MSSA (PAPER.md §2): per head, Q = K = V = U_kᵀ z, output Σ_k U_k(·) (tied) or a learned W_O.
 
