@@ -196,14 +196,12 @@ def test_op_categories() -> None:
 def test_time_breakdown_finds_the_attention_kernel_only_on_the_fused_path() -> None:
     from aot.bench.breakdown import time_breakdown
     from aot.bench.timing import make_optimizer, training_step
-    from aot.nn.attention import _AttentionCore
+    from aot.nn.attention import use_reference_attention
 
     model = build_model(tiny("aot-mssa"))
     step = training_step(model, make_optimizer(model), torch.randint(0, 37, (2, 24)))
     fused = time_breakdown(step, steps=1)
-    for module in model.modules():
-        if isinstance(module, _AttentionCore):
-            module.use_reference = True  # explicit softmax(P Pᵀ s) P: matmuls and element-wise ops, no kernel
+    use_reference_attention(model)  # explicit softmax(P Pᵀ s) P: matmuls and element-wise ops, no kernel
     reference = time_breakdown(step, steps=1)
     assert fused["attention"] > 0 and fused["matmul"] > 0 and fused["other"] > 0
     assert reference["attention"] == 0 and reference["matmul"] > 0
@@ -220,10 +218,10 @@ def test_category_rates_arithmetic() -> None:
 
 def test_peer_ratio_is_the_median_of_paired_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("transformers")
-    from aot.bench import suite
+    from aot.bench import suite, timing
 
     clock = iter([1.0, 2.0, 4.0, 4.0] * 3)  # per round: aot forward, aot train, hf forward, hf train
-    monkeypatch.setattr(suite, "median_seconds", lambda *args, **kwargs: next(clock))
+    monkeypatch.setattr(timing, "time_calls", lambda *args, **kwargs: [next(clock)])
     settings = BenchSettings(n_embd=16, n_head=2, seq_len=8, batch=1, vocab_size=20, depth=1, peer_rounds=3)
     out = suite.run_peer(settings, peak=1e9, log=lambda *_: None)
     # the order alternates (aot first, hf first, aot first): ours / HF speed = HF seconds / our seconds

@@ -93,6 +93,12 @@ def time_breakdown(
     return seconds
 
 
+def rest_seconds(seconds: dict[str, float]) -> float:
+    """The profiled step's time outside the two kinds of products (element-wise ops, optimizer, copies,
+    Python): ``profiled_step − matmul − attention``, at least 0."""
+    return max(0.0, seconds["profiled_step"] - seconds["matmul"] - seconds["attention"])
+
+
 def category_rates(seconds: dict[str, float], flops: FlopsPerToken, tokens: int) -> dict[str, float]:
     """FLOP/s each category achieves: dense products (3 × dense per token) and the attention kernel's
     unmasked work including the recomputed scores (3.5 × attention_causal per token)."""
@@ -100,4 +106,4 @@ def category_rates(seconds: dict[str, float], flops: FlopsPerToken, tokens: int)
     return {name: work / seconds[name] for name, work in done.items() if seconds.get(name, 0.0) > 0}
 
 
-__all__ = ["CATEGORIES", "category_rates", "op_category", "time_breakdown"]
+__all__ = ["CATEGORIES", "category_rates", "op_category", "rest_seconds", "time_breakdown"]

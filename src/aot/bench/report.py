@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aot.bench.breakdown import rest_seconds
+
 
 def _si(x: float, unit: str = "") -> str:
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -62,7 +64,7 @@ def markdown_report(results: dict[str, Any]) -> str:
                 f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
                 f"{_mib(r.get('train_peak_bytes'))} | " + ("—" if ratio is None else f"{ratio:.2f}×") + " |"
             )
-    lines += _breakdown_table(results.get("models", []))
+    lines += _breakdown_table(results.get("models", []), peak["used"])
     for key, title, var in (("seq_scaling", "Sequence length", "seq_len"), ("depth_scaling", "Depth", "n_layer")):
         if key not in results:
             continue
@@ -130,7 +132,7 @@ def markdown_report(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
+def _breakdown_table(models: list[dict[str, Any]], peak: float) -> list[str]:
     """Where each training step's time goes (rows measured with ``breakdown``), and the MFU the step would
     reach if only its two kinds of products took time (the ceiling they set)."""
     rows = [r for r in models if "time_breakdown" in r]
@@ -153,7 +155,6 @@ def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         b, rate = r["time_breakdown"], r.get("category_mfu", {})
         step = b["profiled_step"]
-        rest = max(0.0, step - b["matmul"] - b["attention"])
 
         def part(seconds: float, step: float = step) -> str:
             return f"{seconds * 1e3:.1f} ({100 * seconds / step:.0f} %)"
@@ -161,11 +162,10 @@ def _breakdown_table(models: list[dict[str, Any]]) -> list[str]:
         def pct(key: str, rate: dict[str, float] = rate) -> str:
             return f"{100 * rate[key]:.0f} %" if key in rate else "—"
 
-        peak = r["train_flops_per_s"] / r["train_mfu"]
         ceiling = r["flops_training"] * r["batch"] * r["seq_len"] / (b["matmul"] + b["attention"]) / peak
         lines.append(
             f"| {r['label']} | {step * 1e3:.1f} | {part(b['matmul'])} | {pct('matmul')} | "
-            f"{part(b['attention'])} | {pct('attention')} | {part(rest)} | {100 * r['train_mfu']:.1f} % | "
+            f"{part(b['attention'])} | {pct('attention')} | {part(rest_seconds(b))} | {100 * r['train_mfu']:.1f} % | "
             f"{100 * ceiling:.1f} % |"
         )
     return lines
@@ -228,12 +228,7 @@ def _plot_breakdown(ax: Any, models: list[dict[str, Any]]) -> None:
     rows = [r for r in models if "time_breakdown" in r]
     bottom = [0.0] * len(rows)
     for key, name in (("matmul", "dense matmuls"), ("attention", "attention kernel"), ("rest", "rest")):
-        values = []
-        for r in rows:
-            b = r["time_breakdown"]
-            values.append(
-                1e3 * (max(0.0, b["profiled_step"] - b["matmul"] - b["attention"]) if key == "rest" else b[key])
-            )
+        values = [1e3 * (rest_seconds(b) if key == "rest" else b[key]) for b in (r["time_breakdown"] for r in rows)]
         ax.bar(range(len(rows)), values, bottom=bottom, label=name)
         bottom = [a + v for a, v in zip(bottom, values)]
     ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, fontsize=8)

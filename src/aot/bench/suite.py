@@ -22,16 +22,15 @@ from aot.bench.mfu import achieved_flops, mfu
 from aot.bench.peaks import dtype_name, gpu_peak_flops, measure_matmul_peak
 from aot.bench.timing import (
     forward_pass,
+    interleaved_timings,
     make_optimizer,
-    median_seconds,
     peak_training_memory,
     random_tokens,
-    time_calls,
     training_step,
 )
 from aot.config import ModelConfig
 from aot.errors import AotError
-from aot.models import build_model
+from aot.models import AotModel, build_model
 from aot.runinfo import machine_info
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -158,10 +157,11 @@ def measure_peak(s: BenchSettings) -> dict[str, Any]:
     return {k: float(v) for k, v in peak.items()}
 
 
-def describe_model(s: BenchSettings, cfg: ModelConfig, seq_len: int, *, count_flops: bool) -> dict[str, Any]:
-    """What does not need a clock: parameters and FLOPs per token (analytic and ``flop_counter``)."""
-    torch.manual_seed(0)
-    model = build_model(cfg).to(torch.device(s.device))
+def describe_model(
+    s: BenchSettings, cfg: ModelConfig, model: AotModel, seq_len: int, *, count_flops: bool
+) -> dict[str, Any]:
+    """What does not need a clock: parameters and FLOPs per token (analytic and ``flop_counter``) of ``model``,
+    built from ``cfg``."""
     flops = flops_per_token(cfg, seq_len)
     row: dict[str, Any] = dict(
         block=cfg.block,
@@ -187,6 +187,10 @@ def describe_model(s: BenchSettings, cfg: ModelConfig, seq_len: int, *, count_fl
     return row
 
 
+def _median_of_all(rounds: list[list[float]]) -> float:
+    return statistics.median(t for round_ in rounds for t in round_)
+
+
 def measure_models(
     s: BenchSettings,
     cfgs: list[ModelConfig],
@@ -208,35 +212,24 @@ def measure_models(
     calls each per round, and each figure is the median of all its timings: a burst of load on a shared
     machine then hits every model of a comparison alike instead of one of them."""
     device, dtype = torch.device(s.device), s.torch_dtype
-    repeat = repeat or s.repeat
-    rows = [describe_model(s, cfg, seq_len, count_flops=count_flops) for cfg in cfgs]
     tokens = batch * seq_len
     idx = random_tokens(cfgs[0], batch, seq_len, device)
-    models, steps = [], []
+    models = []
     for cfg in cfgs:
         torch.manual_seed(0)
-        model = build_model(cfg).to(device)
-        models.append(model)
-        steps.append(training_step(model, make_optimizer(model), idx, dtype))
-    forward_times: list[list[float]] = [[] for _ in cfgs]
-    train_times: list[list[float]] = [[] for _ in cfgs]
-    for r in range(s.rounds):
-        order = range(len(cfgs)) if r % 2 == 0 else reversed(range(len(cfgs)))
-        warmup = s.warmup if r == 0 else 0
-        for i in order:
-            if forward:
-                models[i].eval()
-                forward_times[i] += time_calls(forward_pass(models[i], idx, dtype), device, warmup, repeat)
-                models[i].train()
-            train_times[i] += time_calls(steps[i], device, warmup, repeat)
+        models.append(build_model(cfg).to(device))
+    rows = [describe_model(s, cfg, model, seq_len, count_flops=count_flops) for cfg, model in zip(cfgs, models)]
+    steps = [training_step(model, make_optimizer(model), idx, dtype) for model in models]
+    groups = [[forward_pass(model, idx, dtype), step] if forward else [step] for model, step in zip(models, steps)]
+    timings = interleaved_timings(groups, device, s.rounds, s.warmup, repeat or s.repeat)
     for i, (cfg, row) in enumerate(zip(cfgs, rows)):
         flops = flops_per_token(cfg, seq_len)
         row["batch"] = batch
         if forward:
-            row["forward_seconds"] = statistics.median(forward_times[i])
+            row["forward_seconds"] = _median_of_all(timings[i][0])
             row["forward_tokens_per_s"] = tokens / row["forward_seconds"]
             row["forward_mfu"] = mfu(flops.forward, row["forward_tokens_per_s"], peak)
-        row["train_seconds"] = statistics.median(train_times[i])
+        row["train_seconds"] = _median_of_all(timings[i][-1])
         row["train_tokens_per_s"] = tokens / row["train_seconds"]
         row["train_flops_per_s"] = achieved_flops(flops.training(), row["train_tokens_per_s"])
         row["train_mfu"] = mfu(flops.training(), row["train_tokens_per_s"], peak)
@@ -339,16 +332,16 @@ def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
     flops = flops_per_token(cfg, s.seq_len)
     out: dict[str, Any] = dict(versions=hf_version(), max_abs_logit_difference=logits_gap, rounds=s.peer_rounds)
     tokens = s.batch * s.seq_len
-    models = {"aot": ours, "hf": theirs}
-    steps = {name: training_step(model, make_optimizer(model), idx, dtype) for name, model in models.items()}
-    times: dict[str, dict[str, list[float]]] = {name: {"forward": [], "train": []} for name in models}
-    for r in range(s.peer_rounds):  # A/B interleaved, the order alternating, so drifting load hits both
-        for name in ("aot", "hf") if r % 2 == 0 else ("hf", "aot"):
-            model = models[name]
-            model.eval()
-            times[name]["forward"].append(median_seconds(forward_pass(model, idx, dtype), device, s.warmup, s.repeat))
-            model.train()
-            times[name]["train"].append(median_seconds(steps[name], device, s.warmup, s.repeat))
+    models = {"aot": ours.train(), "hf": theirs.train()}
+    groups = [
+        [forward_pass(model, idx, dtype), training_step(model, make_optimizer(model), idx, dtype)]
+        for model in models.values()
+    ]  # A/B interleaved, the order alternating, so drifting load hits both
+    timings = interleaved_timings(groups, device, s.peer_rounds, s.warmup, s.repeat)
+    times = {  # per model and kind, the median of each round
+        name: {kind: [statistics.median(round_) for round_ in rounds] for kind, rounds in zip(("forward", "train"), t)}
+        for name, t in zip(models, timings)
+    }
     for name, model in models.items():
         forward_s, train_s = (statistics.median(times[name][k]) for k in ("forward", "train"))
         out[name] = dict(

@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +96,36 @@ def training_step(
 
 
 def forward_pass(model: nn.Module, idx: torch.Tensor, dtype: torch.dtype = torch.float32) -> Callable[[], None]:
-    """A closure doing one inference forward (no grad) of ``model`` on ``idx``."""
+    """A closure doing one inference forward (eval mode, no grad) of ``model`` on ``idx``; the model's mode is
+    restored after."""
 
     def forward() -> None:
+        was_training = model.training
+        model.eval()
         with torch.no_grad(), autocast_context(idx.device, dtype):
             model(idx) if not _is_hf(model) else model(input_ids=idx)
+        model.train(was_training)
 
     return forward
+
+
+def interleaved_timings(
+    groups: Sequence[Sequence[Callable[[], Any]]],
+    device: torch.device | str = "cpu",
+    rounds: int = 3,
+    warmup: int = 2,
+    repeat: int = 2,
+) -> list[list[list[list[float]]]]:
+    """Time groups of calls (e.g. one model's forward and training step) in ``rounds`` interleaved rounds, the
+    order of the groups reversed every other round, so that a burst of load on a shared machine hits every
+    group alike. ``warmup`` untimed calls precede each call's first round. Returns ``timings[g][c][r]``: the
+    ``repeat`` wall-clock seconds of call ``c`` of group ``g`` in round ``r``."""
+    timings: list[list[list[list[float]]]] = [[[] for _ in calls] for calls in groups]
+    for r in range(rounds):
+        for g in range(len(groups)) if r % 2 == 0 else reversed(range(len(groups))):
+            for c, call in enumerate(groups[g]):
+                timings[g][c].append(time_calls(call, device, warmup if r == 0 else 0, repeat))
+    return timings
 
 
 def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
