@@ -56,13 +56,10 @@ class LayerCache:
 
     def _grow(self, new: tuple[torch.Tensor, ...], needed: int) -> None:
         capacity = max(needed, 2 * self.capacity, self.min_capacity)
-        grown = []
-        for i, t in enumerate(new):
-            buffer = t.new_empty(*t.shape[:-2], capacity, t.shape[-1])
-            if self._length:
-                buffer[..., : self._length, :].copy_(self._buffers[i][..., : self._length, :])
-            grown.append(buffer)
-        self._buffers = tuple(grown)
+        grown = tuple(t.new_empty(*t.shape[:-2], capacity, t.shape[-1]) for t in new)
+        for buffer, cached in zip(grown, self.tensors):  # nothing to copy on the first call
+            buffer[..., : self._length, :].copy_(cached)
+        self._buffers = grown
 
     @property
     def nbytes(self) -> int:
