@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "aot.models.cli",
     "aot.data.cli",
     "aot.train.cli",
+    "aot.eval.cli",
     "aot.theory.cli",
     "aot.bench.cli",
 ]

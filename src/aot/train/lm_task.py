@@ -10,29 +10,28 @@ override it, in that order.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import json
 import math
 import textwrap
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from aot.bench.flops import flops_per_token
-from aot.config import from_dict, load_config_file
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.devices import resolve_device
-from aot.errors import AotError, ConfigError
+from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
-from aot.models import build_model, preset_config
+from aot.models import build_model
 from aot.runinfo import machine_info
+from aot.train import experiment
 from aot.train.distributed import barrier, init_distributed
-from aot.train.trainer import TrainConfig, Trainer, TrainResult
+from aot.train.experiment import TaskRun
+from aot.train.trainer import Trainer, TrainResult
 
 
 @dataclass
@@ -88,72 +87,15 @@ LM_PRESETS: dict[str, dict[str, Any]] = {
         "eval": {"periodic_windows": 64, "final_windows": None},
     },
 }
-SECTIONS = ("model", "data", "train", "eval")
-
-
-# -- configuration ----------------------------------------------------------------------------------------
-
-
-def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
-    for section, values in override.items():
-        if section not in SECTIONS:
-            raise ConfigError(f"unknown section {section!r} in the lm config; use {', '.join(SECTIONS)}")
-        if not isinstance(values, dict):
-            raise ConfigError(f"section {section!r} must be a mapping of field: value")
-        merged.setdefault(section, {}).update(values)
-    return merged
-
-
-def parse_set(assignments: list[str]) -> dict[str, Any]:
-    """``["train.lr=3e-4", "model.n_layer=8"]`` → ``{"train": {"lr": 3e-4}, "model": {"n_layer": 8}}``."""
-    import yaml
-
-    override: dict[str, Any] = {}
-    for item in assignments:
-        key, sep, raw = item.partition("=")
-        section, dot, name = key.partition(".")
-        if not sep or not dot or not name:
-            raise ConfigError(f"--set {item!r} must look like section.field=value (e.g. train.lr=3e-4)")
-        value = yaml.safe_load(raw)
-        if isinstance(value, str):  # YAML 1.1 reads "3e-3" as a string; numbers without a dot are still numbers
-            with contextlib.suppress(ValueError):
-                value = float(value)
-        override.setdefault(section, {})[name] = value
-    return override
 
 
 @dataclass
-class LMRun:
-    model: dict[str, Any]
+class LMRun(TaskRun):
+    """The config of ``aot train lm``: sections model, train, data and eval."""
+
+    task: ClassVar[str] = "lm"
     data: LMDataConfig
-    train: TrainConfig
     eval: LMEvalConfig
-
-    @classmethod
-    def from_dict(cls, merged: dict[str, Any]) -> LMRun:
-        model = dict(merged.get("model", {}))
-        if "preset" not in model:
-            raise ConfigError("the model section needs a preset name (see `aot models --task lm`)")
-        preset_config(model["preset"], **{k: v for k, v in model.items() if k != "preset"})  # validate now
-        return cls(
-            model=model,
-            data=from_dict(LMDataConfig, merged.get("data", {}), "data"),
-            train=TrainConfig.from_dict(merged.get("train", {})),
-            eval=from_dict(LMEvalConfig, merged.get("eval", {}), "eval"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "data": asdict(self.data),
-            "train": self.train.to_dict(),
-            "eval": asdict(self.eval),
-        }
-
-    def model_config(self, vocab_size: int):  # type: ignore[no-untyped-def]
-        fields = {k: v for k, v in self.model.items() if k != "preset"}
-        return preset_config(self.model["preset"], **{**fields, "vocab_size": vocab_size})
 
 
 def build_run_config(
@@ -163,19 +105,8 @@ def build_run_config(
     sets: list[str] | None = None,
     model_preset: str | None = None,
 ) -> LMRun:
-    """Preset < config file < flags < ``--set`` assignments. ``model_preset`` swaps the model for a preset as it is
-    (the training preset's model overrides are dropped; its context length is kept)."""
-    if preset not in LM_PRESETS:
-        raise ConfigError(f"unknown lm preset {preset!r}; use one of {', '.join(LM_PRESETS)}")
-    merged = copy.deepcopy(LM_PRESETS[preset])
-    if model_preset:
-        block_size = merged["model"].get("block_size")
-        merged["model"] = {"preset": model_preset, **({"block_size": block_size} if block_size else {})}
-    if config_file:
-        merged = merge(merged, load_config_file(config_file))
-    merged = merge(merged, flags or {})
-    merged = merge(merged, parse_set(sets or []))
-    return LMRun.from_dict(merged)
+    """Preset < config file < flags < ``--set`` assignments (see :func:`aot.train.experiment.build_run_config`)."""
+    return experiment.build_run_config(LMRun, LM_PRESETS, preset, config_file, flags, sets, model_preset)
 
 
 # -- running ----------------------------------------------------------------------------------------------
@@ -215,7 +146,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
     barrier()
     if not env.is_main:
         data = prepare_lm_data(run.data.corpus, run.data.tokenizer, run.data.val_fraction, run.data.test_fraction)
-    model_cfg = run.model_config(data.vocab_size)
+    model_cfg = run.model_config(vocab_size=data.vocab_size)
     torch.manual_seed(seed)
     model = build_model(model_cfg)
     token_bytes = data.tokenizer.token_byte_lengths()
@@ -315,38 +246,25 @@ def _results(run, model, model_cfg, data: LMData, result: TrainResult, final, to
 
 
 def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tokens_per_step = results["train"]["tokens"] / max(results["train"]["steps"], 1)
-    curve = results["train"]["curve"]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([c["step"] * tokens_per_step for c in curve], [c["loss"] for c in curve], label="train", lw=1)
-    evals = results["train"]["evals"]
-    if evals:
-        ax.plot([e["tokens"] for e in evals], [e["val_loss"] for e in evals], "o-", label="val")
-    for name, style in (("unigram", ":"), ("bigram", "--")):
-        ax.axhline(results["baselines"]["val"][name]["loss"], color="gray", ls=style, lw=1, label=f"{name} (val)")
-    ax.set_xlabel("training tokens")
-    ax.set_ylabel("loss (nats / token)")
-    model = results["model"]
-    ax.set_title(f"{model['block']} L={model['n_layer']} d={model['n_embd']} on {results['data']['tokenizer']}")
-    ax.legend()
-    fig.tight_layout()
-    path = out / "loss_curve.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    """Train and val loss against training tokens, with the unigram and bigram (val) as reference lines."""
+    model, train = results["model"], results["train"]
+    return experiment.plot_training_curve(
+        out,
+        train["curve"],
+        train["evals"],
+        x_per_step=train["tokens"] / max(train["steps"], 1),
+        x_label="training tokens",
+        eval_key="val_loss",
+        y_label="loss (nats / token)",
+        title=f"{model['block']} L={model['n_layer']} d={model['n_embd']} on {results['data']['tokenizer']}",
+        reference_lines={f"{name} (val)": results["baselines"]["val"][name]["loss"] for name in ("unigram", "bigram")},
+    )
 
 
 # -- command line -----------------------------------------------------------------------------------------
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from aot.cli import add_experiment_args
-
     parser = subparsers.add_parser(
         "lm",
         help="train a causal language model on text",
@@ -372,47 +290,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Print the full config with --dump-config.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--preset", default="cpu-quick", help=f"training preset: {', '.join(LM_PRESETS)} (default: cpu-quick)"
-    )
-    parser.add_argument("--model", help="model preset (see `aot models --task lm`), e.g. aot-mssa-l-cpu")
     parser.add_argument("--corpus", help=f"corpus: {', '.join(CORPORA)}, a .txt file or folder, or hf:NAME")
     parser.add_argument("--tokenizer", help="bytes, gpt2 (needs aot[gpt2]) or bpe-N, e.g. bpe-4096")
-    parser.add_argument("--steps", type=int, help="optimizer steps")
-    parser.add_argument("--batch-size", type=int, help="global batch size in sequences (all processes together)")
-    parser.add_argument("--lr", type=float, help="peak learning rate")
-    parser.add_argument("--precision", choices=["bf16", "fp32"], help="bf16 autocast (default) or fp32")
-    parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
     parser.add_argument("--no-fetch", action="store_true", help="do not fetch a missing default corpus; fail instead")
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out exactly")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any field (repeatable)"
-    )
-    parser.add_argument("--dump-config", action="store_true", help="print the merged config as YAML and exit")
-    add_experiment_args(parser, default_out="runs/lm")
+    experiment.add_train_args(parser, LM_PRESETS, default_preset="cpu-quick", default_out="runs/lm")
     parser.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    flags: dict[str, Any] = {}
-    for section, key, value in (
-        ("data", "corpus", args.corpus),
-        ("data", "tokenizer", args.tokenizer),
-        ("train", "steps", args.steps),
-        ("train", "batch_size", args.batch_size),
-        ("train", "lr", args.lr),
-        ("train", "precision", args.precision),
-        ("train", "compile", args.compile),
-        ("train", "seed", args.seed),
-        ("data", "fetch", False if args.no_fetch else None),
+    flags = experiment.train_flags(args)
+    for key, value in (
+        ("corpus", args.corpus),
+        ("tokenizer", args.tokenizer),
+        ("fetch", False if args.no_fetch else None),
     ):
         if value is not None:
-            flags.setdefault(section, {})[key] = value
+            flags.setdefault("data", {})[key] = value
     run = build_run_config(args.preset, args.config, flags, args.set, model_preset=args.model)
     if args.dump_config:
-        import yaml
-
-        print(yaml.safe_dump(run.to_dict(), sort_keys=False), end="")
+        print(experiment.dump_config(run), end="")
         return 0
     results = train_lm(run, args.out, args.device, args.seed, args.resume)
     if results:

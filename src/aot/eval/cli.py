@@ -1,0 +1,22 @@
+"""`aot eval TASK`: evaluate trained runs. Each task lives in its own module with ``register(subparsers)``;
+add the module to ``EVAL_TASK_MODULES`` to give ``aot eval`` a new task (lm zero-shot, icl curves, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+EVAL_TASK_MODULES: list[str] = []
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate trained runs (zero-shot LM protocols, in-context-learning curves, ...)",
+        description="Evaluate one or more run folders written by `aot train TASK`; each task writes results.json "
+        "(and its figures) into --out. Pick a task.",
+    )
+    tasks = parser.add_subparsers(dest="task", metavar="TASK")
+    for name in EVAL_TASK_MODULES:
+        importlib.import_module(name).register(tasks)
+    parser.set_defaults(func=lambda args: parser.print_help() or 0)
