@@ -140,6 +140,27 @@ def test_rotary_scores_depend_only_on_relative_position():
     torch.testing.assert_close(rotary(x, offset=3).norm(dim=-1), x.norm(dim=-1))
 
 
+def test_rotary_cached_tables_equal_the_direct_rotation():
+    """The cached cos/sin tables (grown past their first size, first built under inference_mode) rotate
+    exactly as the closed form x_i cos(t θ_i) - x_{i+p/2} sin(t θ_i) computed directly in float64."""
+    p, theta = 8, 10000.0
+    rotary = Rotary(p, theta)
+    rng = np.random.default_rng(4)
+    with torch.inference_mode():
+        rotary(torch.zeros(1, 1, 3, p, dtype=torch.float64))  # first table (64 rows) made here
+    x_np = rng.standard_normal((1, 2, 100, p))
+    x = torch.from_numpy(x_np).requires_grad_()
+    out = rotary(x, offset=30)  # needs 130 rows: the table grows; usable under autograd
+    out.sum().backward()
+    inv_freq = 1.0 / theta ** (np.arange(0, p, 2) / p)
+    angles = np.outer(np.arange(30, 130), inv_freq)
+    cos, sin = np.cos(angles), np.sin(angles)
+    a, b = x_np[..., : p // 2], x_np[..., p // 2 :]
+    expected = np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-12, atol=1e-12)
+    assert x.grad is not None
+
+
 OPTION_GRID = [
     dict(task=task, block=b, tied_output=t, attn_scale=s, position=pos)
     for task, b, t, s, pos in itertools.product(

@@ -76,6 +76,9 @@ class _AttentionCore(nn.Module):
     def _rope(self, q: torch.Tensor, k: torch.Tensor, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.rotary is None:
             return q, k
+        if q is k and q_offset == 0:  # MSSA without a cache: Q = K, rotate once
+            rotated = self.rotary(q)
+            return rotated, rotated
         return self.rotary(q, offset=q_offset), self.rotary(k, offset=0)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
