@@ -245,7 +245,7 @@ def test_every_mssa_speed_variant_computes_the_same_gradients() -> None:
     idx = torch.randint(0, 37, (6, 16))
 
     def loss_and_grads() -> list[torch.Tensor]:
-        loss = model(idx, idx)[1]
+        loss = model(idx, labels=idx)[1]
         return [loss.detach(), *torch.autograd.grad(loss, list(model.parameters()))]
 
     core = loss_and_grads()

@@ -307,3 +307,32 @@ def test_too_long_input_is_a_clear_error():
     model = build_model(tiny("aot-mssa"))
     with pytest.raises(AotError, match="exceeds block_size=12"):
         model(torch.zeros(1, 13, dtype=torch.long))
+
+
+# -- the LM loss: HF's convention (labels are the inputs, the model shifts) ------------------------------------
+
+
+def test_lm_loss_with_labels_is_the_shifted_cross_entropy():
+    """loss(idx, labels=idx) = −mean_t log softmax(logits_t)[idx_{t+1}] over t = 0..T−2, written out in float64."""
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa")).double().eval()
+    idx = torch.randint(0, 13, (3, 9))
+    logits, loss = model(idx, labels=idx)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    manual = -torch.stack([log_probs[b, t, idx[b, t + 1]] for b in range(3) for t in range(8)]).mean()
+    assert loss is not None and loss.dtype == torch.float64
+    torch.testing.assert_close(loss, manual, rtol=1e-12, atol=1e-12)
+    unshifted = torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.flatten())  # the old, wrong reading
+    assert not torch.isclose(loss, unshifted)
+
+
+def test_lm_loss_ignores_labels_of_minus_100():
+    torch.manual_seed(0)
+    model = build_model(tiny("transformer")).double().eval()
+    idx = torch.randint(0, 13, (2, 7))
+    labels = idx.clone()
+    labels[:, :4] = -100  # a prompt that is not scored: predictions of positions 1..3 are skipped
+    logits, loss = model(idx, labels=labels)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    manual = -torch.stack([log_probs[b, t, idx[b, t + 1]] for b in range(2) for t in range(3, 6)]).mean()
+    torch.testing.assert_close(loss, manual, rtol=1e-12, atol=1e-12)
