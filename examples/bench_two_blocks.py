@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         idx = torch.randint(0, cfg.vocab_size, (batch, seq_len))
 
         def train_step(model=model, optimizer=optimizer, idx=idx) -> None:
-            _, loss = model(idx, targets=idx)
+            _, loss = model(idx, labels=idx)
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

@@ -169,13 +169,15 @@ def test_shards_are_cached_memmaps(data_root):
 def test_batches_depend_only_on_step_and_slice_consistently():
     tokens = np.arange(10_000, dtype=np.uint16) % 251
     batches = LMBatches(tokens, batch_size=8, block_size=16, seed=3)
-    x, y = batches.get(5)
-    assert x.shape == (8, 16) and torch.equal(x[:, 1:], y[:, :-1])
+    batch = batches.get(5)
+    assert len(batch) == 1  # the tokens are the inputs and the labels; the model shifts
+    (x,) = batch
+    assert x.shape == (8, 16)
     for row in range(8):  # every row is a contiguous window of the data
         start = int(batches.offsets(5)[row])
         assert torch.equal(x[row], torch.from_numpy(tokens[start : start + 16].astype(np.int64)))
-    x2, y2 = LMBatches(tokens, 8, 16, seed=3).get(5, 2, 6)
-    assert torch.equal(x2, x[2:6]) and torch.equal(y2, y[2:6])
+    (x2,) = LMBatches(tokens, 8, 16, seed=3).get(5, 2, 6)
+    assert torch.equal(x2, x[2:6])
     assert not torch.equal(batches.get(6)[0], x)
 
 

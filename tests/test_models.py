@@ -156,7 +156,9 @@ def test_every_preset_builds_runs_forward_and_backward(name):
     ("fields", "message"),
     [
         (dict(n_embd=100, n_head=3), "n_embd=100 is not divisible by n_head=3"),
-        (dict(block="mamba"), "block='mamba' is not one of"),
+        (dict(block="lstm"), "block='lstm' is not one of"),
+        (dict(activation="relu"), "activation='relu' is not one of gelu, gelu_tanh"),
+        (dict(causal="yes"), "causal='yes' must be true or false"),
         (dict(n_layer=0), "n_layer=0 must be a positive integer"),
         (dict(block="aot-mhsa", head_dim=8), "needs n_head*head_dim == n_embd"),
         (dict(task="image", image_size=30, patch_size=4), "image_size=30 is not divisible by patch_size=4"),
@@ -175,6 +177,51 @@ def test_bad_config_raises_one_line_error_naming_the_field(fields, message):
 def test_unknown_config_field_suggests_the_right_one():
     with pytest.raises(AotError, match=r"unknown field 'n_embed'.*did you mean 'n_embd'"):
         ModelConfig.from_dict({"n_embed": 64})
+
+
+def test_block_types_are_the_registry():
+    """Registering a block is the only step: the config accepts it at once, and BLOCK_TYPES lists it."""
+    import aot.config
+    from aot.nn.blocks import BLOCK_REGISTRY, AttentionOnlyBlock, register_block
+
+    assert tuple(BLOCK_REGISTRY) == aot.config.BLOCK_TYPES
+    assert {"aot-mssa", "aot-mhsa", "transformer", "crate", "llama"} <= set(aot.config.BLOCK_TYPES)
+    register_block("test-only-block")(AttentionOnlyBlock)
+    try:
+        assert "test-only-block" in aot.config.BLOCK_TYPES
+        model = build_model(ModelConfig(block="test-only-block", n_layer=1, n_embd=16, n_head=4, vocab_size=13))
+        assert isinstance(model.backbone.blocks[0], AttentionOnlyBlock)
+    finally:
+        del BLOCK_REGISTRY["test-only-block"]
+
+
+def test_causal_is_a_field_derived_from_the_task_unless_set():
+    assert ModelConfig(task="lm").causal and ModelConfig(task="icl").causal and not ModelConfig(task="image").causal
+    old = {k: v for k, v in preset_config("aot-mssa-l-cpu").to_dict().items() if k != "causal"}  # saved before
+    assert ModelConfig.from_dict(old).causal is True
+    operator = ModelConfig(block="aot-mssa", n_embd=8, n_head=2, norm="none", causal=False)  # no task needed
+    assert operator.task == "lm" and not operator.causal
+    with pytest.raises(AotError, match="needs causal=True"):
+        build_model(operator)  # a language model that sees the token it predicts is refused
+    vit = build_model(tiny("transformer", "image", causal=True))  # settable: a causal image model
+    assert all(block.attn.causal for block in vit.backbone.blocks)
+
+
+def test_gelu_tanh_mlp_is_gpt2s_formula_float64():
+    """GPT-2's GELU: 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))), against the exact x·Φ(x)."""
+    from aot.nn.feedforward import GeluMLP
+
+    torch.manual_seed(0)
+    x = 3 * torch.randn(4, 16, dtype=torch.float64)
+    for activation, act in (
+        ("gelu_tanh", lambda h: 0.5 * h * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (h + 0.044715 * h**3)))),
+        ("gelu", lambda h: h * 0.5 * (1 + torch.erf(h / 2**0.5))),
+    ):
+        mlp = GeluMLP(tiny("transformer", activation=activation)).double()
+        expected = mlp.down_proj(act(mlp.up_proj(x)))
+        torch.testing.assert_close(mlp(x), expected, rtol=1e-12, atol=1e-12)
+    assert all(preset_config(name).activation == "gelu_tanh" for name in PRESETS if name.startswith("gpt2"))
+    assert preset_config("vit-s").activation == "gelu"
 
 
 def test_config_round_trips_through_dict():
@@ -307,3 +354,32 @@ def test_too_long_input_is_a_clear_error():
     model = build_model(tiny("aot-mssa"))
     with pytest.raises(AotError, match="exceeds block_size=12"):
         model(torch.zeros(1, 13, dtype=torch.long))
+
+
+# -- the LM loss: HF's convention (labels are the inputs, the model shifts) ------------------------------------
+
+
+def test_lm_loss_with_labels_is_the_shifted_cross_entropy():
+    """loss(idx, labels=idx) = −mean_t log softmax(logits_t)[idx_{t+1}] over t = 0..T−2, written out in float64."""
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa")).double().eval()
+    idx = torch.randint(0, 13, (3, 9))
+    logits, loss = model(idx, labels=idx)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    manual = -torch.stack([log_probs[b, t, idx[b, t + 1]] for b in range(3) for t in range(8)]).mean()
+    assert loss is not None and loss.dtype == torch.float64
+    torch.testing.assert_close(loss, manual, rtol=1e-12, atol=1e-12)
+    unshifted = torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.flatten())  # the old, wrong reading
+    assert not torch.isclose(loss, unshifted)
+
+
+def test_lm_loss_ignores_labels_of_minus_100():
+    torch.manual_seed(0)
+    model = build_model(tiny("transformer")).double().eval()
+    idx = torch.randint(0, 13, (2, 7))
+    labels = idx.clone()
+    labels[:, :4] = -100  # a prompt that is not scored: predictions of positions 1..3 are skipped
+    logits, loss = model(idx, labels=labels)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    manual = -torch.stack([log_probs[b, t, idx[b, t + 1]] for b in range(2) for t in range(3, 6)]).mean()
+    torch.testing.assert_close(loss, manual, rtol=1e-12, atol=1e-12)

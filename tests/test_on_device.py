@@ -39,7 +39,7 @@ def test_fused_attention_equals_reference_on_device(device: str, block: str, ext
     results = []
     for reference in (False, True):
         use_reference_attention(model, reference)
-        logits, loss = model(idx, idx)
+        logits, loss = model(idx, labels=idx)
         results.append((logits, torch.autograd.grad(loss, list(model.parameters()))))
     (fused, fused_grads), (ref, ref_grads) = results
     torch.testing.assert_close(fused, ref, rtol=1e-4, atol=1e-5)

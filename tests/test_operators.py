@@ -44,7 +44,7 @@ def test_fused_tied_unscaled_mssa_layer_equals_the_papers_formula():
 
     cfg = ModelConfig(
         block="aot-mssa",
-        task="image",
+        causal=False,
         n_embd=d,
         n_head=K,
         head_dim=p,
@@ -65,7 +65,7 @@ def test_fused_tied_unscaled_mssa_layer_equals_the_papers_formula():
 
 
 def test_bases_view_returns_each_U_k():
-    cfg = ModelConfig(block="aot-mssa", task="image", n_embd=8, n_head=2, head_dim=3)
+    cfg = ModelConfig(block="aot-mssa", causal=False, n_embd=8, n_head=2, head_dim=3)
     attn = MultiHeadSubspaceSelfAttention(cfg)
     W = attn.subspace_proj.weight.detach()  # (K·p, d)
     U = attn.bases().detach()
@@ -76,7 +76,7 @@ def test_bases_view_returns_each_U_k():
 def test_scaled_untied_mssa_equals_direct_computation():
     d, K, p, N = 10, 2, 3, 5
     rng = np.random.default_rng(1)
-    cfg = ModelConfig(block="aot-mssa", task="image", n_embd=d, n_head=K, head_dim=p, tied_output=False)
+    cfg = ModelConfig(block="aot-mssa", causal=False, n_embd=d, n_head=K, head_dim=p, tied_output=False)
     attn = MultiHeadSubspaceSelfAttention(cfg).double()
     W_U = attn.subspace_proj.weight.detach().numpy()
     W_O, b_O = attn.out_proj.weight.detach().numpy(), attn.out_proj.bias.detach().numpy()

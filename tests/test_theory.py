@@ -134,7 +134,7 @@ def test_plain_softmax_step_equals_core_mssa_float64():
         head_dim=p,
         tied_output=True,
         attn_scale=False,
-        task="image",
+        causal=False,
         position="none",
         norm="none",
     )

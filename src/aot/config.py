@@ -15,11 +15,28 @@ from typing import Any, TypeVar
 
 from aot.errors import ConfigError
 
-BLOCK_TYPES = ("aot-mssa", "aot-mhsa", "transformer", "crate", "llama")
 TASKS = ("lm", "image", "icl")
+CAUSAL_TASKS = ("lm", "icl")  # the tasks whose models are causal unless the config says otherwise
 NORMS = ("layernorm", "rmsnorm", "none")
+ACTIVATIONS = ("gelu", "gelu_tanh")
 POSITIONS = ("learned", "rope", "none")
 RESIDUAL_SCALES = ("none", "scalar", "channel")
+
+
+def block_types() -> tuple[str, ...]:
+    """The registered block names (``aot.nn.blocks.BLOCK_REGISTRY``): registering a block with
+    ``@register_block`` is all it takes for a config to accept it."""
+    import aot.nn  # noqa: F401  (importing the package registers every block module it imports)
+    from aot.nn.blocks import BLOCK_REGISTRY
+
+    return tuple(BLOCK_REGISTRY)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BLOCK_TYPES":  # derived on access, so a block registered later is included
+        return block_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 T = TypeVar("T")
 
@@ -29,7 +46,8 @@ class ModelConfig:
     """Everything needed to build a model: ``embedding -> Backbone(blocks) -> head``.
 
     Backbone fields (shared by every task):
-        block: one of ``aot-mssa``, ``aot-mhsa``, ``transformer`` (GPT-2 / ViT), ``crate``, ``llama``.
+        block: a registered block (:func:`block_types`): ``aot-mssa``, ``aot-mhsa``, ``transformer`` (GPT-2 /
+            ViT), ``crate``, ``llama``, and any block registered with ``aot.nn.blocks.register_block``.
         n_layer, n_embd (d), n_head (K, the number of subspaces / heads).
         head_dim: p, the dimension of each head's subspace; default ``n_embd // n_head``.
         tied_output: MSSA only. True lifts each head back with its own basis (W_O = [U_1 ... U_K], the
@@ -42,6 +60,8 @@ class ModelConfig:
             ``scalar`` (one learnable eta per layer) or ``channel`` (LayerScale, one per channel).
         residual_scale_init: initial value of eta.
         mlp_ratio: hidden width of the GELU MLP (``transformer``) and SwiGLU (``llama``, times 2/3).
+        activation: the ``transformer`` block's MLP nonlinearity: ``gelu`` (exact, erf; ViT) or ``gelu_tanh``
+            (the tanh approximation GPT-2 uses; HF's ``gelu_new``). The ``gpt2-*`` presets set ``gelu_tanh``.
         ista_step, ista_lambda: eta and lambda of CRATE's ISTA step (0.1 and 0.1 in the CRATE code).
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
             ``None`` picks ``rope`` for llama and ``learned`` otherwise.
@@ -49,6 +69,11 @@ class ModelConfig:
         dropout: dropout on attention weights and residual branches.
         init_std: std of the normal init of every weight (nanoGPT: 0.02); residual output projections use
             ``init_std / sqrt(2 * n_layer)``.
+
+        causal: each token attends only to tokens at or before it. ``None`` (the default, and what configs
+            saved before the field existed load as) derives it from the task: True for ``lm`` and ``icl``,
+            False for ``image``. Set it to build, e.g., the paper's non-causal MSSA operator for theory
+            (``build_model`` refuses a non-causal ``lm`` or ``icl`` model: it would see what it predicts).
 
     Task fields:
         task: ``lm`` (causal language model), ``image`` (classifier), ``icl`` (in-context regression).
@@ -69,6 +94,7 @@ class ModelConfig:
     residual_scale: str = "none"
     residual_scale_init: float = 1.0
     mlp_ratio: float = 4.0
+    activation: str = "gelu"
     ista_step: float = 0.1
     ista_lambda: float = 0.1
     position: str | None = None
@@ -76,6 +102,7 @@ class ModelConfig:
     bias: bool = True
     dropout: float = 0.0
     init_std: float = 0.02
+    causal: bool | None = None
 
     task: str = "lm"
     vocab_size: int = 256
@@ -99,6 +126,8 @@ class ModelConfig:
             self.norm = "rmsnorm" if self.block == "llama" else "layernorm"
         if self.position is None:
             self.position = "rope" if self.block == "llama" else "learned"
+        if self.causal is None:
+            self.causal = self.task in CAUSAL_TASKS
 
     @property
     def p(self) -> int:
@@ -106,19 +135,17 @@ class ModelConfig:
         assert self.head_dim is not None
         return self.head_dim
 
-    @property
-    def causal(self) -> bool:
-        """Language models and in-context regressors are causal; image classifiers are not."""
-        return self.task in ("lm", "icl")
-
     # -- validation ---------------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise a one-line :class:`ConfigError` naming the first invalid field and how to fix it."""
-        _choice("block", self.block, BLOCK_TYPES)
+        _choice("block", self.block, block_types())
         _choice("task", self.task, TASKS)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
         _choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
+        _choice("activation", self.activation, ACTIVATIONS)
+        if not isinstance(self.causal, bool):
+            raise ConfigError(f"causal={self.causal!r} must be true or false (or left unset)")
         for name in (
             "n_layer",
             "n_embd",
@@ -224,4 +251,13 @@ def field_names(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-__all__ = ["BLOCK_TYPES", "TASKS", "ModelConfig", "field_names", "from_dict", "load_config_file"]
+__all__ = [
+    "ACTIVATIONS",
+    "BLOCK_TYPES",  # noqa: F822  (module __getattr__)
+    "TASKS",
+    "ModelConfig",
+    "block_types",
+    "field_names",
+    "from_dict",
+    "load_config_file",
+]

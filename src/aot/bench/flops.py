@@ -134,7 +134,7 @@ def measure_flops(model: nn.Module, idx: torch.Tensor, training: bool) -> int:
     register_cpu_attention_formulas()
     with FlopCounterMode(display=False) as counter:
         if training:
-            _, loss = model(idx, idx)
+            _, loss = model(idx, labels=idx)
             loss.backward()
         else:
             with torch.no_grad():

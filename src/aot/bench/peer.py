@@ -2,8 +2,10 @@
 
 ``transformers`` is an optional extra (``pip install aot[hf]``); without it the comparison is skipped with a
 message. The HF model is built from a ``GPT2Config`` with the same layers, width, heads, vocabulary and
-context, no dropout, exact GELU (as our MLP) and SDPA attention, and timed in the same process, with the same
-thread count and dtype, by the same functions as our models.
+context, no dropout, the same GELU (GPT-2's tanh approximation, HF's default ``gelu_new``, for the ``gpt2-*``
+presets; the exact one where our config says ``activation="gelu"``) and SDPA attention, and timed in the same
+process, with the same thread count and dtype, by the same functions as our models. HF's logging is silenced
+while the peer is built (its warnings are about HF's own defaults, not about this comparison).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from aot.errors import AotError
 
 MISSING_MESSAGE = "HuggingFace transformers is not installed; `pip install aot[hf]` to compare with its GPT-2"
 
+#: ``ModelConfig.activation`` → HF's ``activation_function`` (``gelu_new`` is GPT-2's tanh approximation)
+HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
+
 
 def transformers_available() -> bool:
     return importlib.util.find_spec("transformers") is not None
@@ -31,6 +36,7 @@ def hf_gpt2(cfg: ModelConfig) -> nn.Module:
     if cfg.block != "transformer" or cfg.task != "lm" or cfg.position != "learned" or not cfg.bias:
         raise AotError(f"the HF GPT-2 peer needs a GPT-2 config (block='transformer', task='lm'), got {cfg.block!r}")
     from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
 
     hf_cfg = GPT2Config(  # type: ignore[call-arg]
         vocab_size=cfg.vocab_size,
@@ -39,7 +45,7 @@ def hf_gpt2(cfg: ModelConfig) -> nn.Module:
         n_layer=cfg.n_layer,
         n_head=cfg.n_head,
         n_inner=int(cfg.mlp_ratio * cfg.n_embd),
-        activation_function="gelu",  # exact GELU, as aot's GeluMLP (GPT-2 itself uses the tanh approximation)
+        activation_function=HF_ACTIVATION[cfg.activation],
         resid_pdrop=cfg.dropout,
         embd_pdrop=cfg.dropout,
         attn_pdrop=cfg.dropout,
@@ -50,22 +56,22 @@ def hf_gpt2(cfg: ModelConfig) -> nn.Module:
         use_cache=False,
         attn_implementation="sdpa",
     )
-    return GPT2LMHeadModel(hf_cfg)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # for the peer only; restored below
+    try:
+        return GPT2LMHeadModel(hf_cfg)
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
-def load_aot_weights_into_hf(aot_model: nn.Module, hf_model: nn.Module) -> None:
-    """Copy an aot GPT-2's weights into a HF GPT-2 of the same config (HF's Conv1D stores weights transposed),
-    so the two compute the same function — the check that the peer is the same model."""
-    import torch
-
-    src = dict(aot_model.named_parameters())
+def hf_parameter_names(n_layer: int) -> dict[str, tuple[str, bool]]:
+    """HF GPT-2 parameter name → (aot parameter name, transposed?): HF's Conv1D stores weights transposed."""
     mapping: dict[str, tuple[str, bool]] = {
         "transformer.wte.weight": ("tok_embed.weight", False),
         "transformer.wpe.weight": ("pos_embed.weight", False),
         "transformer.ln_f.weight": ("backbone.final_norm.weight", False),
         "transformer.ln_f.bias": ("backbone.final_norm.bias", False),
     }
-    n_layer = int(hf_model.config.n_layer)  # type: ignore[union-attr, arg-type]
     for layer in range(n_layer):
         ours, theirs = f"backbone.blocks.{layer}.", f"transformer.h.{layer}."
         for hf_name, aot_name, transpose in [
@@ -78,11 +84,29 @@ def load_aot_weights_into_hf(aot_model: nn.Module, hf_model: nn.Module) -> None:
         ]:
             mapping[theirs + hf_name + ".weight"] = (ours + aot_name + ".weight", transpose)
             mapping[theirs + hf_name + ".bias"] = (ours + aot_name + ".bias", False)
+    return mapping
+
+
+def load_aot_weights_into_hf(aot_model: nn.Module, hf_model: nn.Module) -> None:
+    """Copy an aot GPT-2's weights into a HF GPT-2 of the same config, so the two compute the same function —
+    the check that the peer is the same model."""
+    _copy_weights(aot_model, hf_model, to_hf=True)
+
+
+def load_hf_weights_into_aot(hf_model: nn.Module, aot_model: nn.Module) -> None:
+    """Copy a HF ``GPT2LMHeadModel``'s weights into an aot GPT-2 of the same sizes (``gpt2-*`` preset)."""
+    _copy_weights(aot_model, hf_model, to_hf=False)
+
+
+def _copy_weights(aot_model: nn.Module, hf_model: nn.Module, to_hf: bool) -> None:
+    import torch
+
+    ours, theirs = dict(aot_model.named_parameters()), dict(hf_model.named_parameters())
+    mapping = hf_parameter_names(int(hf_model.config.n_layer))  # type: ignore[union-attr, arg-type]
     with torch.no_grad():
-        for name, param in hf_model.named_parameters():
-            aot_name, transpose = mapping[name]
-            value = src[aot_name]
-            param.copy_(value.t() if transpose else value)
+        for hf_name, (aot_name, transpose) in mapping.items():
+            source, target = (ours[aot_name], theirs[hf_name]) if to_hf else (theirs[hf_name], ours[aot_name])
+            target.copy_(source.t() if transpose else source)
 
 
 def num_params(model: nn.Module) -> int:

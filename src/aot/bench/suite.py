@@ -40,7 +40,7 @@ BLOCKS: list[tuple[str, str, dict[str, Any]]] = [
     ("AoT-MSSA (tied)", "aot-mssa", {"tied_output": True}),
     ("AoT-MSSA (W_O)", "aot-mssa", {"tied_output": False}),
     ("AoT-MHSA", "aot-mhsa", {}),
-    ("GPT-2", "transformer", {}),
+    ("GPT-2", "transformer", {"activation": "gelu_tanh"}),
     ("CRATE", "crate", {"tied_output": False}),
     ("Llama", "llama", {"bias": False}),
 ]

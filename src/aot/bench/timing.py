@@ -71,8 +71,9 @@ def autocast_context(device: torch.device | str, dtype: torch.dtype) -> contextl
 
 
 def lm_loss(model: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-    """Next-token-style cross-entropy of an aot CausalLM or a HuggingFace causal LM on ``idx`` (B, T)."""
-    out = model(idx, idx) if not _is_hf(model) else model(input_ids=idx, labels=idx)
+    """Next-token cross-entropy of an aot CausalLM or a HuggingFace causal LM on ``idx`` (B, T): both take the
+    inputs as labels and shift them, so the two compute the same loss."""
+    out = model(idx, labels=idx) if not _is_hf(model) else model(input_ids=idx, labels=idx)
     return out[1] if isinstance(out, tuple) else out.loss
 
 

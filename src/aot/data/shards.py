@@ -96,9 +96,12 @@ def prepare_lm_data(
 
 
 class LMBatches:
-    """Random windows of ``block_size + 1`` tokens; rows ``[start, stop)`` of the global batch of step ``step``.
+    """Random windows of ``block_size`` tokens; rows ``[start, stop)`` of the global batch of step ``step``.
 
-    The offsets of a step depend only on ``(seed, step)``: the position in the data is the step number."""
+    A batch is ``(tokens,)``: the model takes the window as input and as labels and shifts them itself
+    (``model(tokens, labels=tokens)``, HF's convention), so each window scores ``block_size - 1`` next-token
+    predictions. The offsets of a step depend only on ``(seed, step)``: the position in the data is the step
+    number."""
 
     def __init__(self, tokens: np.ndarray, batch_size: int, block_size: int, seed: int = 0) -> None:
         if len(tokens) <= block_size + 1:
@@ -115,12 +118,11 @@ class LMBatches:
         rng = np.random.default_rng([self.seed, step])
         return rng.integers(0, len(self.tokens) - self.block_size - 1, size=self.batch_size)
 
-    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(inputs, targets), each (stop - start, block_size) int64."""
+    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor]:
+        """``(tokens,)``: one (stop - start, block_size) int64 tensor, inputs and labels at once."""
         rows = self.offsets(step)[start:stop]
-        windows = np.stack([np.asarray(self.tokens[o : o + self.block_size + 1], dtype=np.int64) for o in rows])
-        window_tensor = torch.from_numpy(windows)
-        return window_tensor[:, :-1], window_tensor[:, 1:]
+        windows = np.stack([np.asarray(self.tokens[o : o + self.block_size], dtype=np.int64) for o in rows])
+        return (torch.from_numpy(windows),)
 
     def tokens_per_sample(self) -> int:
         return self.block_size

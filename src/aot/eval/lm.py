@@ -30,7 +30,13 @@ def evaluate_lm(
     device: torch.device | str = "cpu",
 ) -> dict[str, float]:
     """Mean next-token cross-entropy over non-overlapping windows of the split (all of them, or ``max_windows``
-    spread evenly), with perplexity and per-byte figures. ``model(idx)`` must return (logits, ...)."""
+    spread evenly), with perplexity and per-byte figures. ``model(idx)`` must return (logits, ...).
+
+    Scoring: each window holds ``block_size + 1`` tokens; the model sees the first ``block_size`` and the loss
+    is computed here from its logits against explicit targets, the window's tokens 1..block_size (the model's
+    own ``labels=`` loss is not used). So every scored token is predicted from up to ``block_size`` tokens of
+    context, each token of the split is scored once, and the bytes of exactly the scored tokens divide the
+    nats. Windows and scores are the same as before the package adopted HF's shifted ``labels`` convention."""
     starts = eval_windows(tokens, block_size, max_windows)
     total_nats, total_tokens, total_bytes = 0.0, 0, 0
     for first in range(0, len(starts), batch_size):

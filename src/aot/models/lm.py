@@ -1,4 +1,9 @@
-"""Causal language model: token + learned position embeddings → backbone → LM head tied to the embedding."""
+"""Causal language model: token + learned position embeddings → backbone → LM head tied to the embedding.
+
+Loss convention (HuggingFace's): ``model(idx, labels=idx)`` — the labels are the inputs and the model shifts
+them, so the loss is the mean cross-entropy of the logits at positions 0..T-2 against the tokens at 1..T-1;
+labels equal to -100 are ignored (padding, prompts).
+"""
 
 from __future__ import annotations
 
@@ -40,16 +45,15 @@ class CausalLM(AotModel):
         return self.hook_embed(self.drop(x))
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: Cache | None = None
+        self, idx: torch.Tensor, labels: torch.Tensor | None = None, cache: Cache | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (logits (B, T, V), mean cross-entropy or None). With a ``cache`` the call appends to it
-        and ``idx`` holds only the new tokens."""
+        """Returns (logits (B, T, V), loss or None). ``labels`` (B, T) are the inputs themselves (the model
+        shifts them, as HF's causal LMs do): the loss is :func:`shifted_cross_entropy`. With a ``cache`` the
+        call appends to it and ``idx`` holds only the new tokens."""
         offset = cache.length if cache is not None else 0
         hidden = self.backbone(self.embed(idx, offset), cache)
         logits = self.lm_head(hidden)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-1)
+        loss = None if labels is None else shifted_cross_entropy(logits, labels)
         return logits, loss
 
     @torch.no_grad()
@@ -77,6 +81,17 @@ class CausalLM(AotModel):
             tokens[:, end : end + 1] = sample_next(logits[:, -1], temperature, top_k, generator)
             step_input = tokens[:, end : end + 1]
         return tokens
+
+
+IGNORE_INDEX = -100  # labels with this value are not scored (HF's and PyTorch's default)
+
+
+def shifted_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy: logits (B, T, V) at positions 0..T-2 against ``labels`` (B, T) at
+    1..T-1, skipping labels equal to :data:`IGNORE_INDEX`. Computed in float32 at least (bf16 logits are
+    promoted; float64 stays float64)."""
+    logits = logits[:, :-1].to(torch.promote_types(logits.dtype, torch.float32))
+    return F.cross_entropy(logits.flatten(0, 1), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
 
 
 def sample_next(

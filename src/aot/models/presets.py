@@ -5,7 +5,7 @@ Medium, as GPT-2 Medium) and choose the depth whose parameter count lands neares
 attention-only layers are cheap (MHSA 4d², untied MSSA 2d², tied MSSA d²), so they need many more of
 them. ``aot models`` prints every preset with its exact count.
 
-CPU presets are matched on non-embedding parameters at d = 256 (about 4.7 M, as in PRIOR_RUNS.md):
+CPU presets are matched on non-embedding parameters at d = 256 (about 4.7 M):
 GPT-2 6 layers (12d² each), AoT-MHSA 18 (4d²), AoT-MSSA untied 36 (2d²), tied 72 (d²), CRATE 24 (3d²).
 """
 
@@ -36,6 +36,7 @@ def _lm(block: str, n_layer: int, n_embd: int, n_head: int, **extra: Any) -> dic
 
 
 _PAPER_LM = dict(vocab_size=GPT2_VOCAB, block_size=1024)
+_GPT2 = dict(activation="gelu_tanh")  # GPT-2's MLP uses the tanh approximation of GELU
 _CPU_LM = dict(vocab_size=256, block_size=256)
 _IMAGENET = dict(task="image", image_size=224, patch_size=16, in_chans=3, num_classes=1000)
 _FASHION = dict(task="image", image_size=28, patch_size=4, in_chans=1, num_classes=10)
@@ -45,7 +46,7 @@ PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
         # -- language, the paper's scale (OpenWebText, GPT-2 BPE) --------------------------------------
-        Preset("gpt2-base", _lm("transformer", 12, 768, 12, **_PAPER_LM), "GPT-2 small", "124M"),
+        Preset("gpt2-base", _lm("transformer", 12, 768, 12, **_GPT2, **_PAPER_LM), "GPT-2 small", "124M"),
         Preset(
             "aot-mhsa-l-base",
             _lm("aot-mhsa", 35, 768, 12, **_PAPER_LM),
@@ -65,7 +66,7 @@ PRESETS: dict[str, Preset] = {
             "182M",
         ),
         # -- language, CPU scale (d = 256, ~4.7M non-embedding parameters each) -------------------------
-        Preset("gpt2-cpu", _lm("transformer", 6, 256, 4, **_CPU_LM), "GPT-2 block, 6 layers"),
+        Preset("gpt2-cpu", _lm("transformer", 6, 256, 4, **_GPT2, **_CPU_LM), "GPT-2 block, 6 layers"),
         Preset("aot-mhsa-l-cpu", _lm("aot-mhsa", 18, 256, 4, **_CPU_LM), "AoT-MHSA, 18 layers"),
         Preset(
             "aot-mssa-l-cpu",
@@ -119,7 +120,7 @@ PRESETS: dict[str, Preset] = {
         # -- in-context regression (Garg et al.: d = 256, 8 heads, x in R^20, up to 41 points) -------------
         Preset(
             "gpt2-icl",
-            dict(block="transformer", n_layer=12, n_embd=256, n_head=8, **_ICL),
+            dict(block="transformer", n_layer=12, n_embd=256, n_head=8, **_GPT2, **_ICL),
             "Garg et al.'s GPT-2, 12 layers",
         ),
         Preset(

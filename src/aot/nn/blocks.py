@@ -4,11 +4,13 @@
 |--------------|----------------------|--------------------------|-------------|
 | aot-mssa     | MSSA                 | nothing                  | pre-LN / -  |
 | aot-mhsa     | MHSA                 | nothing                  | pre-LN / -  |
-| transformer  | MHSA                 | x + GELU MLP(LN(x))      | pre-LN      |
+| transformer  | MHSA                 | x + GELU MLP(LN(x)) [1]  | pre-LN      |
 | crate        | MSSA                 | ISTA(LN(x)) (no skip)    | pre-LN      |
 | llama        | MHSA with RoPE       | x + SwiGLU(RMSNorm(x))   | RMSNorm     |
 
-AoT layer (PAPER.md §2): ``Z ← Z + η · MSSA(LN(Z))``; η is absorbed into the weights unless
+[1] exact GELU, or GPT-2's tanh approximation (``activation``).
+
+AoT layer (docs/paper.md, eq. 2): ``Z ← Z + η · MSSA(LN(Z))``; η is absorbed into the weights unless
 ``residual_scale`` makes it an explicit learnable step size (scalar) or LayerScale (per channel).
 """
 
@@ -30,7 +32,9 @@ BLOCK_REGISTRY: dict[str, Callable[[ModelConfig], nn.Module]] = {}
 
 
 def register_block(name: str) -> Callable[[Callable[[ModelConfig], nn.Module]], Callable[[ModelConfig], nn.Module]]:
-    """Register a block constructor under ``name`` (add the name to ``config.BLOCK_TYPES`` too)."""
+    """Register a block constructor under ``name``; a config then accepts ``block=name``
+    (``aot.config.block_types()`` reads this registry). A block in a new module is registered when the module
+    is imported: import it from ``aot/nn/__init__.py``."""
 
     def wrap(factory: Callable[[ModelConfig], nn.Module]) -> Callable[[ModelConfig], nn.Module]:
         BLOCK_REGISTRY[name] = factory

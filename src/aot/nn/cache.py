@@ -68,7 +68,8 @@ class LayerCache:
 
 
 class Cache(list[LayerCache]):
-    """One :class:`LayerCache` per block; ``len(cache[0])`` tokens are cached."""
+    """One :class:`LayerCache` per block; ``cache.length`` tokens are cached (``len(cache)`` is the number of
+    layers)."""
 
     @classmethod
     def for_layers(cls, n_layer: int, min_capacity: int = MIN_CAPACITY) -> Cache:

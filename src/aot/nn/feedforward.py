@@ -11,18 +11,23 @@ from torch import nn
 
 from aot.config import ModelConfig
 
+#: ``ModelConfig.activation`` → the ``approximate`` argument of :func:`torch.nn.functional.gelu`
+GELU_APPROXIMATE = {"gelu": "none", "gelu_tanh": "tanh"}
+
 
 class GeluMLP(nn.Module):
-    """GPT-2 / ViT feed-forward: Linear(d, r·d) → GELU → Linear(r·d, d)."""
+    """GPT-2 / ViT feed-forward: Linear(d, r·d) → GELU → Linear(r·d, d). GELU is exact (x·Φ(x), ViT) or, with
+    ``activation="gelu_tanh"``, GPT-2's 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³)))."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         hidden = int(cfg.mlp_ratio * cfg.n_embd)
         self.up_proj = nn.Linear(cfg.n_embd, hidden, bias=cfg.bias)
         self.down_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
+        self.approximate = GELU_APPROXIMATE[cfg.activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.gelu(self.up_proj(x)))
+        return self.down_proj(F.gelu(self.up_proj(x), approximate=self.approximate))
 
 
 def swiglu_hidden(n_embd: int, mlp_ratio: float) -> int:
@@ -47,7 +52,7 @@ class SwiGLU(nn.Module):
 
 
 class ISTA(nn.Module):
-    """CRATE's sparse-coding step (PAPER.md §6): ReLU(Z − η Dᵀ(D Z − Z) − η λ), per token.
+    """CRATE's sparse-coding step (docs/paper.md, CRATE): ReLU(Z − η Dᵀ(D Z − Z) − η λ), per token.
 
     With tokens as rows: ``relu(x + η (x D − x Dᵀ D) − η λ)``, D is a learned d × d dictionary.
     """

@@ -39,7 +39,7 @@ def mssa_config(d: int, p: int, n_heads: int) -> ModelConfig:
         norm="none",
         position="none",
         dropout=0.0,
-        task="image",
+        causal=False,
     )
 
 

@@ -128,8 +128,9 @@ def ensure_corpus(data_cfg: LMDataConfig, is_main: bool) -> None:
 
 
 def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """Mean next-token cross-entropy: ``batch = (inputs, targets)``."""
-    _, loss = model(batch[0], batch[1])
+    """Mean next-token cross-entropy of a window ``batch = (tokens,)``: the tokens are the labels and the
+    model shifts them (``CausalLM.forward``, HF's convention)."""
+    _, loss = model(batch[0], labels=batch[0])
     return loss
 
 
