@@ -41,7 +41,7 @@ def test_the_measurement_is_cached_per_machine_and_shape(tmp_path, monkeypatch):
     assert len(calls) == 12
     prec.choose_precision(CFG, 4, 16, cache_file=path, timer=timer, refresh=True)
     assert len(calls) == 18
-    monkeypatch.setattr(prec, "cpu_model", lambda: "another processor")
+    monkeypatch.setattr("aot.bench.machine_cache.cpu_model", lambda: "another processor")
     other = prec.choose_precision(CFG, 4, 16, cache_file=path, timer=fake_timer(2.0, calls))
     assert other.precision == "fp32" and not other.cached  # another machine measures for itself
     saved = json.loads(path.read_text())
@@ -63,3 +63,26 @@ def test_a_real_block_measurement_leaves_the_random_stream_alone(tmp_path):
     assert torch.equal(torch.rand(3), expected)
     assert choice.seconds is not None and all(s > 0 for s in choice.seconds.values())
     assert choice.precision == ("bf16" if choice.seconds["bf16"] <= 0.95 * choice.seconds["fp32"] else "fp32")
+
+
+def test_the_cpu_peak_is_measured_once_per_machine_and_read_back(tmp_path, monkeypatch):
+    """MFU divides by the machine's cached peak, not one re-measured inside every run."""
+    from aot.bench import peaks
+
+    calls: list[torch.dtype] = []
+
+    def fake_measure(dtype, device):  # type: ignore[no-untyped-def]
+        calls.append(dtype)
+        return {"peak": 123e9}
+
+    monkeypatch.setattr(peaks, "measure_matmul_peak", fake_measure)
+    path = tmp_path / "peaks.json"
+    first = peaks.cpu_peak_flops(torch.float32, path=path)
+    again = peaks.cpu_peak_flops(torch.float32, path=path)
+    assert first == again and first["peak"] == 123e9 and len(calls) == 1
+    assert {"date", "load_1min", "busy", "refresh"} <= set(first)
+    peaks.cpu_peak_flops(torch.float32, path=path, refresh=True)
+    peaks.cpu_peak_flops(torch.bfloat16, path=path)
+    assert calls == [torch.float32, torch.float32, torch.bfloat16]
+    monkeypatch.setattr(peaks, "cache_path", lambda name: path)
+    assert peaks.peak_flops("cpu", torch.float32) == 123e9 and len(calls) == 3  # read back, not measured

@@ -61,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-breakdown", action="store_true", help="skip profiling where each training step's time goes"
     )
+    parser.add_argument(
+        "--refresh-peak",
+        action="store_true",
+        help="measure this machine's CPU matmul peaks (fp32, bf16) again, store them in the machine cache that "
+        "training MFU divides by, print them and exit; run it when the machine is quiet",
+    )
     parser.set_defaults(func=run)
 
 
@@ -89,9 +95,23 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
     return from_dict(BenchSettings, fields, "bench")
 
 
+def refresh_peaks() -> int:
+    import torch
+
+    from aot.bench.peaks import cpu_peak_flops
+
+    for dtype in (torch.float32, torch.bfloat16):
+        entry = cpu_peak_flops(dtype, refresh=True)
+        busy = " (machine busy: refresh when quiet)" if entry["busy"] else ""
+        print(f"{dtype}: {entry['peak'] / 1e9:.0f} GFLOP/s, load {entry['load_1min']:.1f}, {entry['date']}{busy}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    if args.refresh_peak:
+        return refresh_peaks()
     from aot.bench.report import markdown_report, plot_report
     from aot.bench.suite import run_suite
 

@@ -2,13 +2,20 @@
 
 The table holds the vendors' dense (no 2:4 sparsity) figures for the SXM parts unless the name says PCIe /
 NVL; ``fp32`` is plain FP32 (CUDA cores), ``tf32`` what fp32 matmuls reach with TF32 enabled.
-On a CPU there is no honest table: :func:`measure_matmul_peak` times large matmuls of the dtype in question.
+On a CPU there is no honest table: :func:`measure_matmul_peak` times large matmuls of the dtype in question, and
+:func:`cpu_peak_flops` keeps that measurement per machine (:mod:`aot.bench.machine_cache`) with its date and the
+load average when it was taken, so that MFU is not divided by a peak re-measured inside every run (on a busy
+machine that peak is low and the MFU reads high). ``aot bench --refresh-peak`` measures it again.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import torch
 
+from aot.bench.machine_cache import cache_path, now_utc, read_entry, write_entry
 from aot.errors import AotError
 
 #: dense peak FLOP/s by GPU and dtype (NVIDIA data sheets: A100, H100, H200)
@@ -67,17 +74,43 @@ def measure_matmul_peak(
     return result
 
 
+REFRESH_COMMAND = "aot bench --refresh-peak"
 _measured: dict[tuple[str, torch.dtype], float] = {}
 
 
+def cpu_peak_flops(dtype: torch.dtype = torch.float32, refresh: bool = False, path: Path | None = None) -> dict:
+    """This machine's CPU matmul peak for ``dtype``: ``{"peak": FLOP/s, "date", "load_1min", "cpu_count",
+    "refresh": command}``, measured once (a few seconds) and then read from the machine cache; ``refresh``
+    measures again. A measurement taken while the 1-minute load average exceeded half the cores says so in
+    ``"busy"``: refresh it when the machine is quiet."""
+    path = path or cache_path("peaks")
+    key = f"matmul-{dtype_name(dtype)}"
+    entry = None if refresh else read_entry(path, key)
+    if entry is None:
+        load = os.getloadavg()[0]
+        cores = os.cpu_count() or 1
+        entry = {
+            "peak": measure_matmul_peak(dtype, "cpu")["peak"],
+            "date": now_utc(),
+            "load_1min": load,
+            "cpu_count": cores,
+            "busy": load > cores / 2,
+            "refresh": REFRESH_COMMAND,
+        }
+        write_entry(path, key, entry)
+    return entry
+
+
 def peak_flops(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, tf32: bool = False) -> float:
-    """The peak FLOP/s to divide by for MFU: the table for a known GPU, else a matmul peak measured once per
-    process (about a second) and remembered."""
+    """The peak FLOP/s to divide by for MFU: the table for a known GPU; on a CPU the machine's cached matmul
+    peak (:func:`cpu_peak_flops`); on another device a matmul peak measured once per process."""
     device = torch.device(device)
     if device.type == "cuda":
         table = gpu_peak_flops(torch.cuda.get_device_name(device), dtype, tf32)
         if table is not None:
             return table
+    if device.type == "cpu":
+        return float(cpu_peak_flops(dtype)["peak"])
     key = (str(device), dtype)
     if key not in _measured:
         _measured[key] = measure_matmul_peak(dtype, device)["peak"]

@@ -12,8 +12,6 @@ measures again. On a GPU: bf16 where the device supports it, else fp32 — no me
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -23,6 +21,7 @@ from typing import Any
 
 import torch
 
+from aot.bench.machine_cache import cache_path, now_utc, read_entry, write_entry
 from aot.config import ModelConfig
 from aot.runinfo import cpu_model
 
@@ -41,17 +40,6 @@ class PrecisionChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def cache_path() -> Path:
-    from aot.data.corpora import data_dir
-
-    return data_dir() / "precision.json"
-
-
-def machine_key() -> str:
-    """What makes a measurement valid on another run: the processor, the threads and torch."""
-    return f"{cpu_model()} | threads={torch.get_num_threads()} | torch={torch.__version__}"
 
 
 def shape_key(cfg: ModelConfig, rows: int, seq_len: int) -> str:
@@ -117,16 +105,12 @@ def choose_precision(
         return PrecisionChoice("fp32", f"fp32: {torch.cuda.get_device_name(device)} has no bf16 support")
     if device.type != "cpu":
         return PrecisionChoice("fp32", f"fp32: no measured choice for device type {device.type!r}")
-    path = cache_file or cache_path()
-    machine, shape = machine_key(), shape_key(cfg, rows, seq_len)
-    cache = _read_cache(path)
-    entry = cache.get(machine, {}).get(shape)
-    cached = entry is not None and not refresh
-    if not cached:
-        entry = {"seconds": measure_precisions(cfg, rows, seq_len, timer=timer), "date": _today()}
-        cache.setdefault(machine, {})[shape] = entry
-        _write_cache(path, cache)
-    assert entry is not None
+    path, shape = cache_file or cache_path("precision"), shape_key(cfg, rows, seq_len)
+    entry = None if refresh else read_entry(path, shape)
+    cached = entry is not None
+    if entry is None:
+        entry = {"seconds": measure_precisions(cfg, rows, seq_len, timer=timer), "date": now_utc()}
+        write_entry(path, shape, entry)
     seconds = entry["seconds"]
     ratio = seconds["bf16"] / seconds["fp32"]
     precision = "bf16" if ratio <= BF16_MARGIN else "fp32"
@@ -137,28 +121,3 @@ def choose_precision(
         f"{'cached ' + entry['date'] if cached else 'measured now'}; bf16 needs <= {BF16_MARGIN:.2f}x fp32's time)"
     )
     return PrecisionChoice(precision, reason, dict(seconds), cached)
-
-
-def _today() -> str:
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # missing or damaged: measure again and rewrite it
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: Path, cache: dict[str, Any]) -> None:
-    """Atomic rewrite; a folder that cannot be written only costs a measurement next time."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=2) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        pass

@@ -179,7 +179,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         evaluate=periodic_eval,
         fingerprint=fingerprint,
         model_config=model_cfg.to_dict(),
-        flops_per_sample=block * flops_per_token(model_cfg, block).training(),
+        flops_per_sample=block * flops_per_token(model_cfg, block).training_causal(),  # useful FLOPs: MFU <= 1
     )
     wall_start = time.perf_counter()
     result = trainer.fit(resume=resume)
