@@ -1,4 +1,4 @@
-"""Theory (PAPER.md §1–3): Definition 1 sampler, SNR, the unrolled step, Theorem 1's factor and conditions,
+"""Theory (docs/paper.md §1–3): Definition 1 sampler, SNR, the unrolled step, Theorem 1's factor and conditions,
 each against a direct NumPy computation or an exact property (float64, small sizes, fixed seeds)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aot.theory.experiment import measure, run_trajectory
 from aot.theory.metrics import layer_factors, match_heads, principal_angles, snr_per_cluster, snr_trajectory
 from aot.theory.sweeps import sweep_point
 
-# -- direct NumPy versions of the paper's formulas (tokens as COLUMNS, as in PAPER.md) -------------------
+# -- direct NumPy versions of the paper's formulas (tokens as COLUMNS, as in docs/paper.md) -------------------
 
 
 def np_snr(Z: np.ndarray, U: np.ndarray) -> float:

@@ -1,4 +1,4 @@
-"""`aot denoise`: Theorem 1 of the paper (PAPER.md §3) measured — SNR per layer and cluster of the unrolled
+"""`aot denoise`: Theorem 1 of the paper (docs/paper.md §3) measured — SNR per layer and cluster of the unrolled
 MSSA denoiser with the true bases on Definition 1 data, against the predicted factor 1 + ητ; sweeps over
 δ, τ, p, N, η and φ; and (``--learn``) the same network with per-layer bases learned by backprop."""
 
@@ -38,10 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "denoise",
         help="Theorem 1: SNR per layer of the unrolled MSSA denoiser on Definition 1 data",
-        description="Sample the mixture of noisy low-rank Gaussians of Definition 1 (PAPER.md §1), unroll "
+        description="Sample the mixture of noisy low-rank Gaussians of Definition 1 (docs/paper.md §1), unroll "
         "Z+ = Z + η Σ_k U_k U_kᵀ Z φ(Zᵀ U_k U_kᵀ Z) with the true bases and φ = h∘softmax (hard threshold τ), "
         "and measure the SNR of every cluster after every layer against Theorem 1's factor 1 + ητ "
-        "(PAPER.md §3). Defaults: d=128, p=32, K=4, N=1024, η=0.055, τ=0.8, 13 layers, δ in 0.1 0.2 0.3 0.5.",
+        "(docs/paper.md §3). Defaults: d=128, p=32, K=4, N=1024, η=0.055, τ=0.8, 13 layers, δ in 0.1 0.2 0.3 0.5.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -233,7 +233,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Main run: d={params['d']}, p={params['p']}, K={params['K']}, N={params['N']} "
         f"({params['tokens_per_cluster']} per cluster), η={params['eta']:g}, τ={params['tau']:g}, "
         f"{params['n_layers']} layers, seed {params['seed']}, float64. Predicted factor 1+ητ = "
-        f"{1 + params['eta'] * params['tau']:.4f}. Conditions (PAPER.md §3, constant 1 on δ): "
+        f"{1 + params['eta'] * params['tau']:.4f}. Conditions (docs/paper.md §3, constant 1 on δ): "
         f"p > (32/9) ln N = {results['main']['p_min']:.1f}, δ ≤ √(ln N/p) = {results['main']['delta_max']:.3f}, "
         f"τ ∈ (0.5, {results['main']['tau_max']:.4f}]; through the layers also δ(1+ητ)^(L−1) ≤ √(ln N/p).",
         "",

@@ -1,7 +1,7 @@
-"""Beyond the paper: learn the bases. The unrolled network Z ← Z + η·MSSA_l(Z) of PAPER.md §2, with a fresh
+"""Beyond the paper: learn the bases. The unrolled network Z ← Z + η·MSSA_l(Z) of docs/paper.md §2, with a fresh
 U_k^(l) per layer trained by backprop to denoise Definition 1 data (recover U_k a_i from z_i, up to one
 global scale), then compared with the true subspaces (principal angles, heads matched to clusters) and
-measured with the paper's SNR per layer (PAPER.md §3).
+measured with the paper's SNR per layer (docs/paper.md §3).
 
 Each layer is the core's :class:`aot.nn.attention.MultiHeadSubspaceSelfAttention` (tied output, no score
 scale, not causal), so what is learned here is exactly the operator of the language and vision models.
@@ -150,7 +150,7 @@ def alignment(learned: torch.Tensor, true: torch.Tensor, active: float = 0.1) ->
 
 
 def mean_snr_per_layer(model: UnrolledMSSA, tokens: torch.Tensor, bases: torch.Tensor, labels: torch.Tensor) -> list:
-    """SNR (PAPER.md §3) per layer and cluster, averaged over the samples of ``tokens``: (L + 1) × K."""
+    """SNR (docs/paper.md §3) per layer and cluster, averaged over the samples of ``tokens``: (L + 1) × K."""
     with torch.no_grad():
         trajectory = model(tokens)
     per_sample = [snr_trajectory([z[i].double() for z in trajectory], bases, labels) for i in range(tokens.shape[0])]

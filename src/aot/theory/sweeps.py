@@ -1,4 +1,4 @@
-"""Sweeps that map where Theorem 1's factor 1 + ητ holds and where it fails (PAPER.md §3).
+"""Sweeps that map where Theorem 1's factor 1 + ητ holds and where it fails (docs/paper.md §3).
 
 Every point varies one or two of δ, τ, p, N, η (or φ) around the base point of a :class:`SweepConfig` and
 records, averaged over seeds, the largest relative deviation of the per-layer factor from 1 + ητ, the rate
