@@ -1,10 +1,12 @@
-"""docs/math.md names real functions and real tests; the README's presets table is current."""
+"""docs/math.md names real functions and real tests; the README's presets table is current; no file points outside
+the repository."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,52 @@ def test_readme_presets_table_matches_aot_models():
     from aot.models.cli import markdown_table, preset_rows
 
     assert markdown_table(preset_rows()) in (ROOT / "README.md").read_text()
+
+
+# Paths a clone does not have: the project's background folder, files that live only there, absolute paths of the
+# machine the project was written on. Built from pieces so that this file does not match itself.
+OUTSIDE = re.compile(
+    "|".join(
+        [
+            r"\.\./" + "shared",
+            r"(?<![\w.])/" + r"work/",
+            r"\b" + "PAPER" + r"\.md",
+            r"\b" + "DATA" + r"\.md",
+            r"\b" + "PRIOR_RUNS" + r"\.md",
+            r"\b" + "DESIGN" + r"\.md",
+        ]
+    )
+)
+HISTORY = {"CHANGELOG.md"}  # history may name what was there before
+
+
+def repository_files() -> list[Path]:
+    """The tracked files (git), or every file under the root outside caches and virtual environments."""
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        return [ROOT / name for name in listed.splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".git", ".venv", "runs", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+        return [p for p in ROOT.rglob("*") if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+
+
+def test_no_file_refers_to_a_path_outside_the_repository():
+    offenders = []
+    for path in repository_files():
+        if path.name in HISTORY or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # images and other binary files
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if OUTSIDE.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not offenders, "files that point outside the repository:\n" + "\n".join(offenders)
+
+
+def test_the_outside_path_check_catches_each_kind():
+    for line in ["see ../" + "shared/x", "/" + "work/main/README.md", "PAPER" + ".md §2", "(DATA" + ".md)"]:
+        assert OUTSIDE.search(line), line
+    for line in ["docs/paper.md §2", "docs/data.md", "src/aot/network/x.py", "benchmarks/lm/README.md"]:
+        assert not OUTSIDE.search(line), line

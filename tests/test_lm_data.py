@@ -207,3 +207,11 @@ def test_huggingface_dataset_name_reads_the_text_column(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     assert load_text("hf:wikitext:wikitext-2-raw-v1") == "first line\nsecond line"
     assert calls == [("wikitext", "wikitext-2-raw-v1", "train")]
+
+
+def test_huggingface_dataset_without_datasets_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import fails as if not installed
+    with pytest.raises(AotError, match=r"needs HuggingFace datasets: pip install 'aot\[hf-data\]'"):
+        load_text("hf:wikitext")

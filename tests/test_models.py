@@ -70,7 +70,7 @@ def test_image_model_is_not_causal():
 
 
 def closed_form_block_params(cfg: ModelConfig) -> int:
-    """Parameters of one block, written out from the architecture (PAPER.md §2, §6)."""
+    """Parameters of one block, written out from the architecture (docs/paper.md §2, §6)."""
     d, K, p = cfg.n_embd, cfg.n_head, cfg.p
     ln = 2 * d if cfg.norm == "layernorm" else d if cfg.norm == "rmsnorm" else 0
     mssa = d * K * p + (0 if cfg.tied_output else K * p * d + d)  # U, and a learned W_O with bias

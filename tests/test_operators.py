@@ -1,4 +1,4 @@
-"""The equations of PAPER.md §2 and §6 against direct, independent computations (float64, NumPy)."""
+"""The equations of docs/paper.md §2 and §6 against direct, independent computations (float64, NumPy)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_scaled_untied_mssa_equals_direct_computation():
 
 
 def test_causal_scaled_tied_mssa_equals_column_form():
-    """Σ_k U_k (U_kᵀZ) softmax((U_kᵀZ)ᵀ(U_kᵀZ)/√p) with a causal mask, columns as tokens (PAPER.md §2)."""
+    """Σ_k U_k (U_kᵀZ) softmax((U_kᵀZ)ᵀ(U_kᵀZ)/√p) with a causal mask, columns as tokens (docs/paper.md §2)."""
     cfg = ModelConfig(block="aot-mssa", n_embd=12, n_head=3, tied_output=True, block_size=6)
     attn = MultiHeadSubspaceSelfAttention(cfg).double()
     z = torch.randn(1, 6, 12, dtype=torch.float64)
@@ -109,7 +109,7 @@ def test_causal_scaled_tied_mssa_equals_column_form():
 
 
 def test_ista_step_equals_crate_formula_in_column_form():
-    """ReLU(Z − η Dᵀ(D Z − Z) − η λ) with Z as columns (PAPER.md §6)."""
+    """ReLU(Z − η Dᵀ(D Z − Z) − η λ) with Z as columns (docs/paper.md §6)."""
     d, N = 6, 4
     rng = np.random.default_rng(2)
     cfg = ModelConfig(block="crate", n_embd=d, n_head=2, ista_step=0.1, ista_lambda=0.1)

@@ -1,4 +1,4 @@
-"""Theory (PAPER.md §1–3): Definition 1 sampler, SNR, the unrolled step, Theorem 1's factor and conditions,
+"""Theory (docs/paper.md §1–3): Definition 1 sampler, SNR, the unrolled step, Theorem 1's factor and conditions,
 each against a direct NumPy computation or an exact property (float64, small sizes, fixed seeds)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aot.theory.experiment import measure, run_trajectory
 from aot.theory.metrics import layer_factors, match_heads, principal_angles, snr_per_cluster, snr_trajectory
 from aot.theory.sweeps import sweep_point
 
-# -- direct NumPy versions of the paper's formulas (tokens as COLUMNS, as in PAPER.md) -------------------
+# -- direct NumPy versions of the paper's formulas (tokens as COLUMNS, as in docs/paper.md) -------------------
 
 
 def np_snr(Z: np.ndarray, U: np.ndarray) -> float:
@@ -338,7 +338,19 @@ def test_denoise_command_writes_results_and_figures(tmp_path, capsys):
     for name in ("snr_per_layer.png", "factors_per_layer.png", "sweep_heatmaps.png", "phi_eta.png", "results.md"):
         assert (out / name).stat().st_size > 0
     assert "d=48, p=24, K=2, N=64" in (out / "results.md").read_text()
-    assert "δ=0.1 (inside the conditions)" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "δ=0.1 (inside the conditions through all 3 layers)" in captured.out
+    assert "δ=0.6 (outside the paper's conditions)" in captured.out
+    assert "sweeps: 100%" in captured.err  # progress on stderr
+
+
+def test_a_delta_failing_the_through_layers_check_is_not_called_inside():
+    from aot.theory.cli import condition_status
+
+    assert condition_status(True, True, 13) == "inside the conditions through all 13 layers"
+    status = condition_status(True, False, 13)  # δ = 0.3 of the recorded main run
+    assert "outside them by layer 13" in status and not status.startswith("inside the conditions")
+    assert condition_status(False, False, 13) == "outside the paper's conditions"
 
 
 @pytest.mark.parametrize(

@@ -52,17 +52,25 @@ def test_train_learned_tiny_runs():
         assert len(result[key]["snr"]) == TINY.n_layers + 1 and len(result[key]["alignment"]) == TINY.n_layers
 
 
-def test_denoise_learn_command(tmp_path):
+def test_denoise_learn_command_over_seeds(tmp_path, capsys):
     config = tmp_path / "learn.yaml"
     config.write_text(
         "learn:\n  p: 4\n  n_clusters: 2\n  tokens_per_cluster: 6\n  n_layers: 2\n  steps: 2\n"
         "  batch_size: 2\n  eval_samples: 2\n"
     )
-    assert main(["denoise", "--learn", "--config", str(config), "--out", str(tmp_path), "--device", "cpu"]) == 0
+    argv = ["denoise", "--learn", "--seeds", "3", "--config", str(config), "--out", str(tmp_path), "--device", "cpu"]
+    assert main(argv) == 0
     result = json.loads((tmp_path / "learned" / "results.json").read_text())
     assert result["config"]["steps"] == 2 and (tmp_path / "learned" / "learned_bases.png").stat().st_size > 0
+    assert [run["seed"] for run in result["runs"]] == [0, 1, 2] == result["summary"]["seeds"]
+    angles = [run["after"]["alignment"][0]["mean_angle_to_nearest_deg"] for run in result["runs"]]
+    spread = result["summary"]["angle_deg_per_layer"][0]
+    assert spread["mean"] == pytest.approx(sum(angles) / 3)
+    assert spread["std"] == pytest.approx(float(torch.tensor(angles, dtype=torch.float64).std()))
+    assert spread["min"] == min(angles) and spread["max"] == max(angles)
     table = (tmp_path / "learned" / "results.md").read_text()
-    assert "d=8, p=4, K=2, N=12" in table and table.count("\n| ") == 1 + 2 + 1  # header + L + input row
+    assert "d=8, p=4, K=2, N=12" in table and "Over 3 seed(s) (0, 1, 2)" in table
+    assert "learn seed 2" in capsys.readouterr().err  # a progress bar per seed
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 Without a cache every new token re-runs the model over the whole prefix (cost grows with the square of the
 length); with one, each step runs the model on one token and attends to the cached prefix. MSSA caches one
 tensor per layer (the subspace projections P = U_kᵀ z, which are query, key and value at once), standard
-attention two (K and V): MSSA's cache is half the bytes per token at the same width (PAPER.md §2).
+attention two (K and V): MSSA's cache is half the bytes per token at the same width (docs/paper.md §2).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def attention_flops(cfg: ModelConfig, n_keys: float) -> float:
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> FlopsPerToken:
-    """Forward FLOPs per token of a pass over sequences of ``seq_len`` tokens (PAPER.md §4, Efficiency).
+    """Forward FLOPs per token of a pass over sequences of ``seq_len`` tokens (docs/paper.md §4, Efficiency).
 
     Counts the backbone and, for ``task='lm'``, the LM head (2·d·V); the small heads of the image and
     in-context models (patch embedding, read-in/out: < 1 % of the work) are left out.

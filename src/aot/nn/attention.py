@@ -1,6 +1,6 @@
 """Self-attention: multi-head *subspace* self-attention (MSSA, the paper's operator) and standard MHSA.
 
-Shapes: tokens are rows, ``x`` is (B, T, d). Per head k the paper's columns-as-tokens formula (PAPER.md §2)
+Shapes: tokens are rows, ``x`` is (B, T, d). Per head k the paper's columns-as-tokens formula (docs/paper.md §2)
 
     MSSA(Z) = Σ_k U_k · (U_kᵀ Z) · softmax((U_kᵀ Z)ᵀ (U_kᵀ Z) · s)
 
@@ -116,7 +116,7 @@ def use_reference_attention(model: nn.Module, on: bool = True) -> None:
 
 
 class MultiHeadSubspaceSelfAttention(_AttentionCore):
-    """MSSA (PAPER.md §2): per head, Q = K = V = U_kᵀ z, output Σ_k U_k(·) (tied) or a learned W_O.
+    """MSSA (docs/paper.md §2): per head, Q = K = V = U_kᵀ z, output Σ_k U_k(·) (tied) or a learned W_O.
 
     ``subspace_proj.weight`` is [U_1 … U_K]ᵀ, shape (K·p, d): row block k holds U_kᵀ.
     """

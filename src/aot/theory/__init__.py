@@ -1,4 +1,4 @@
-"""Theory (PAPER.md §1–3): Definition 1 data, the unrolled MSSA denoiser with known or learned bases,
+"""Theory (docs/paper.md §1–3): Definition 1 data, the unrolled MSSA denoiser with known or learned bases,
 SNR per layer against Theorem 1's factor 1 + ητ, and the theorem's conditions."""
 
 from aot.theory.conditions import TheoremConditions, check_conditions, min_head_dim, tau_upper_bound

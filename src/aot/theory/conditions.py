@@ -1,4 +1,4 @@
-"""The hypotheses of Theorem 1 (PAPER.md §3), checked for given parameters.
+"""The hypotheses of Theorem 1 (docs/paper.md §3), checked for given parameters.
 
     p ≳ log N,   δ ≲ √(log N / p),   τ ∈ (1/2, 1/(1 + N·e^(−9p/32))].
 
@@ -75,7 +75,7 @@ class TheoremConditions:
 
 
 def tau_upper_bound(p: int, n_tokens: int) -> float:
-    """1 / (1 + N e^(−9p/32)), the largest τ Theorem 1 allows (PAPER.md §3)."""
+    """1 / (1 + N e^(−9p/32)), the largest τ Theorem 1 allows (docs/paper.md §3)."""
     return 1.0 / (1.0 + n_tokens * math.exp(-9.0 * p / 32.0))
 
 
@@ -94,7 +94,7 @@ def check_conditions(
     eta: float | None = None,
     n_layers: int | None = None,
 ) -> TheoremConditions:
-    """Check Theorem 1's hypotheses (PAPER.md §3) for head dimension p, N tokens, noise δ and threshold τ.
+    """Check Theorem 1's hypotheses (docs/paper.md §3) for head dimension p, N tokens, noise δ and threshold τ.
 
     With ``eta`` and ``n_layers`` also check δ·(1 + ητ)^(L−1) <= delta_constant·√(ln N / p) (see the module).
     """

@@ -16,7 +16,7 @@ from aot.errors import ConfigError
 
 @dataclass
 class DenoiseConfig:
-    """The main run (PAPER.md §3 figure): one panel per δ, ``n_layers`` thresholded MSSA steps.
+    """The main run (docs/paper.md §3 figure): one panel per δ, ``n_layers`` thresholded MSSA steps.
 
     Defaults: K = 4 subspaces of dimension p = 32 in d = K·p = 128, 256 tokens per cluster (N = 1024).
     p = 32 > (32/9) ln 1024 ≈ 24.6 makes the τ interval (1/2, 0.9993] non-empty; δ = 0.2 lies inside

@@ -1,4 +1,4 @@
-"""Definition 1 of the paper (PAPER.md §1): a mixture of noisy low-rank Gaussians.
+"""Definition 1 of the paper (docs/paper.md §1): a mixture of noisy low-rank Gaussians.
 
 Tokens are rows here (``Z`` is (N, d), as in :mod:`aot.nn`); the paper's Z is the transpose. For a token i
 of cluster k
@@ -71,7 +71,7 @@ def orthonormal_bases(
 ) -> torch.Tensor:
     """K mutually orthogonal p-dimensional bases, (K, d, p): the Q of a QR of a d × K·p Gaussian matrix.
 
-    The columns of [U_1 … U_K] are orthonormal, so the subspaces are mutually orthogonal (PAPER.md §1).
+    The columns of [U_1 … U_K] are orthonormal, so the subspaces are mutually orthogonal (docs/paper.md §1).
     """
     check_sizes(d, p, n_clusters, 1)
     gaussian = torch.randn(d, n_clusters * p, generator=generator, dtype=torch.float64)
@@ -92,7 +92,7 @@ def sample_mixture(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> MixtureSample:
-    """Draw N = K · tokens_per_cluster tokens of Definition 1 (PAPER.md §1).
+    """Draw N = K · tokens_per_cluster tokens of Definition 1 (docs/paper.md §1).
 
     The bases come from :func:`orthonormal_bases` unless given (learning experiments keep one set of bases
     and draw fresh tokens). ``generator`` overrides ``seed``; the same seed gives the same sample.

@@ -1,4 +1,4 @@
-"""The unrolled subspace denoiser with known bases (PAPER.md §2–3), no training.
+"""The unrolled subspace denoiser with known bases (docs/paper.md §2–3), no training.
 
 One layer, in the paper's notation (tokens as columns, φ column-wise):
 
@@ -25,7 +25,7 @@ PHIS = ("threshold", "softmax")
 
 
 def hard_threshold(weights: torch.Tensor, tau: float) -> torch.Tensor:
-    """h(x) = τ · 1{x > τ}, element-wise (PAPER.md §2)."""
+    """h(x) = τ · 1{x > τ}, element-wise (docs/paper.md §2)."""
     return tau * (weights > tau).to(weights.dtype)
 
 
@@ -61,7 +61,7 @@ def apply_phi(softmax: torch.Tensor, phi: str, tau: float | None) -> torch.Tenso
 
 
 def attention_weights(tokens: torch.Tensor, bases: torch.Tensor, phi: str, tau: float | None) -> torch.Tensor:
-    """φ(P_k P_kᵀ) for every head: (..., K, N, N), with φ = softmax or h∘softmax (PAPER.md §2–3)."""
+    """φ(P_k P_kᵀ) for every head: (..., K, N, N), with φ = softmax or h∘softmax (docs/paper.md §2–3)."""
     return apply_phi(softmax_weights(tokens, bases), phi, tau)
 
 
@@ -81,7 +81,7 @@ def mssa(tokens: torch.Tensor, bases: torch.Tensor, phi: str = "softmax", tau: f
 def mssa_step(
     tokens: torch.Tensor, bases: torch.Tensor, eta: float, phi: str = "threshold", tau: float | None = None
 ) -> torch.Tensor:
-    """One layer of the unrolled denoiser: Z⁺ = Z + η · MSSA(Z) (PAPER.md §2, Theorem 1 in §3)."""
+    """One layer of the unrolled denoiser: Z⁺ = Z + η · MSSA(Z) (docs/paper.md §2, Theorem 1 in §3)."""
     return tokens + eta * mssa(tokens, bases, phi, tau)
 
 
@@ -117,7 +117,7 @@ def threshold_events(
     tau: float,
     weights: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """How often the two events behind Theorem 1's exact factor 1 + ητ hold at this layer (PAPER.md §3).
+    """How often the two events behind Theorem 1's exact factor 1 + ητ hold at this layer (docs/paper.md §3).
 
     For a token i of cluster k the thresholded step adds exactly ητ U_k U_kᵀ z_i (its signal only) when
       (own)   in head k, the softmax weight of token i on itself is > τ (then τ > 1/2 makes it the only

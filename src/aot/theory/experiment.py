@@ -1,5 +1,5 @@
 """One measured run of the unrolled denoiser: SNR per layer and cluster, the per-layer factors against
-Theorem 1's 1 + ητ, and how often the theorem's two events hold (PAPER.md §3)."""
+Theorem 1's 1 + ητ, and how often the theorem's two events hold (docs/paper.md §3)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class Trajectory:
 def run_trajectory(
     sample: MixtureSample, eta: float, n_layers: int, phi: str = "threshold", tau: float | None = None
 ) -> Trajectory:
-    """Unroll ``n_layers`` MSSA steps with the true bases (PAPER.md §2) and measure SNR per cluster per layer.
+    """Unroll ``n_layers`` MSSA steps with the true bases (docs/paper.md §2) and measure SNR per cluster per layer.
 
     Same steps as :func:`aot.theory.denoiser.unroll`, but each layer's softmax is computed once and also
     used to count the events of Theorem 1 (thresholded φ only).

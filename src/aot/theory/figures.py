@@ -26,7 +26,7 @@ def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
 def plot_snr_panels(
     thresholded: list[Measurement], softmax: list[Measurement] | None, path: str | Path
 ) -> list[dict[str, float]]:
-    """One panel per δ: SNR against layer, a fitted straight line (the paper's figure, PAPER.md §3), the
+    """One panel per δ: SNR against layer, a fitted straight line (the paper's figure, docs/paper.md §3), the
     prediction SNR⁽⁰⁾(1 + ητ)^l and, when given, plain softmax. Returns the fitted lines."""
     n = len(thresholded)
     fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)

@@ -1,7 +1,7 @@
-"""Beyond the paper: learn the bases. The unrolled network Z ← Z + η·MSSA_l(Z) of PAPER.md §2, with a fresh
+"""Beyond the paper: learn the bases. The unrolled network Z ← Z + η·MSSA_l(Z) of docs/paper.md §2, with a fresh
 U_k^(l) per layer trained by backprop to denoise Definition 1 data (recover U_k a_i from z_i, up to one
 global scale), then compared with the true subspaces (principal angles, heads matched to clusters) and
-measured with the paper's SNR per layer (PAPER.md §3).
+measured with the paper's SNR per layer (docs/paper.md §3).
 
 Each layer is the core's :class:`aot.nn.attention.MultiHeadSubspaceSelfAttention` (tied output, no score
 scale, not causal), so what is learned here is exactly the operator of the language and vision models.
@@ -150,15 +150,18 @@ def alignment(learned: torch.Tensor, true: torch.Tensor, active: float = 0.1) ->
 
 
 def mean_snr_per_layer(model: UnrolledMSSA, tokens: torch.Tensor, bases: torch.Tensor, labels: torch.Tensor) -> list:
-    """SNR (PAPER.md §3) per layer and cluster, averaged over the samples of ``tokens``: (L + 1) × K."""
+    """SNR (docs/paper.md §3) per layer and cluster, averaged over the samples of ``tokens``: (L + 1) × K."""
     with torch.no_grad():
         trajectory = model(tokens)
     per_sample = [snr_trajectory([z[i].double() for z in trajectory], bases, labels) for i in range(tokens.shape[0])]
     return torch.stack(per_sample).mean(dim=0).tolist()
 
 
-def train_learned(cfg: LearnConfig, seed: int = 0, log_every: int = 0) -> dict[str, Any]:
-    """Train the per-layer bases by backprop; return losses, alignment and SNR per layer, before and after."""
+def train_learned(cfg: LearnConfig, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """Train the per-layer bases by backprop; return losses, alignment and SNR per layer, before and after.
+    ``progress`` shows a tqdm bar (on stderr) with the current loss."""
+    from tqdm.auto import tqdm
+
     d = cfg.d or cfg.n_clusters * cfg.p
     generator = torch.Generator().manual_seed(seed)
     true_bases = orthonormal_bases(d, cfg.p, cfg.n_clusters, generator)
@@ -179,7 +182,8 @@ def train_learned(cfg: LearnConfig, seed: int = 0, log_every: int = 0) -> dict[s
     before = evaluate()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     losses = []
-    for step in range(cfg.steps):
+    bar = tqdm(total=cfg.steps, desc=f"learn seed {seed}", unit="step", leave=False, disable=not progress)
+    for _ in range(cfg.steps):
         tokens, signal, _ = draw_batch(cfg, true_bases, cfg.batch_size, generator)
         trajectory = model(tokens)[1:]
         if cfg.every_layer:  # deep supervision: every layer should denoise
@@ -190,8 +194,9 @@ def train_learned(cfg: LearnConfig, seed: int = 0, log_every: int = 0) -> dict[s
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
-        if log_every and (step % log_every == 0 or step == cfg.steps - 1):
-            print(f"step {step:4d}  loss {losses[-1]:.4f}")
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
+        bar.update()
+    bar.close()
     after = evaluate()
     return {
         "d": d,
@@ -253,14 +258,78 @@ def plot_learned(result: dict[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-def learned_markdown(result: dict[str, Any]) -> str:
-    """A per-layer table of the learned-bases experiment, with date and machine."""
-    cfg, m = result["config"], result["machine"]
+def _spread(values: list[float]) -> dict[str, float]:
+    """Mean, standard deviation (n − 1; 0 for one value), min and max."""
+    tensor = torch.tensor(values, dtype=torch.float64)
+    std = float(tensor.std()) if len(values) > 1 else 0.0
+    return {"mean": float(tensor.mean()), "std": std, "min": float(tensor.min()), "max": float(tensor.max())}
+
+
+def seed_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Across seeds: per layer, the mean principal angle of the active heads to their nearest true subspace, the
+    energy inside it, and the mean SNR after training; and the SNR at the input and at the last layer."""
+    n_layers = len(runs[0]["after"]["alignment"])
+
+    def mean_snr(run: dict[str, Any], layer: int) -> float:
+        row = run["after"]["snr"][layer]
+        return sum(row) / len(row)
+
+    return {
+        "seeds": [run["seed"] for run in runs],
+        "angle_deg_per_layer": [
+            _spread([run["after"]["alignment"][layer]["mean_angle_to_nearest_deg"] for run in runs])
+            for layer in range(n_layers)
+        ],
+        "energy_per_layer": [
+            _spread([run["after"]["alignment"][layer]["energy_in_nearest"] for run in runs])
+            for layer in range(n_layers)
+        ],
+        "snr_after_per_layer": [_spread([mean_snr(run, layer) for run in runs]) for layer in range(n_layers + 1)],
+        "snr_first": _spread([mean_snr(run, 0) for run in runs]),
+        "snr_last": _spread([mean_snr(run, n_layers) for run in runs]),
+    }
+
+
+def _pm(spread: dict[str, float], digits: int) -> str:
+    mean, std, low, high = (f"{spread[key]:.{digits}f}" for key in ("mean", "std", "min", "max"))
+    return f"{mean} ± {std} ({low}–{high})"
+
+
+def seeds_markdown(result: dict[str, Any]) -> str:
+    """The learned-bases experiment over seeds: mean ± std (min–max) per layer, one line per seed, then the
+    per-layer table of the first seed."""
+    summary, runs = result["summary"], result["runs"]
     lines = [
         "# `aot denoise --learn` — learned bases",
         "",
+        f"Over {len(runs)} seed(s) ({', '.join(str(s) for s in summary['seeds'])}): mean ± standard deviation "
+        "(min–max) after training. Angle: mean principal angle of a layer's active heads to their nearest true "
+        "subspace; energy: the share of their weight energy inside it.",
+        "",
+        "| layer | SNR after training | mean angle (deg) | energy in nearest true subspace |",
+        "|---|---|---|---|",
+    ]
+    for layer, snr in enumerate(summary["snr_after_per_layer"]):
+        if layer == 0:
+            lines.append(f"| 0 (input) | {_pm(snr, 2)} | | |")
+        else:
+            angle, energy = summary["angle_deg_per_layer"][layer - 1], summary["energy_per_layer"][layer - 1]
+            lines.append(f"| {layer} | {_pm(snr, 2)} | {_pm(angle, 1)} | {_pm(energy, 3)} |")
+    lines += ["", "| seed | SNR input → last layer | mean angle per layer (deg) |", "|---|---|---|"]
+    for run in runs:
+        snr = [sum(row) / len(row) for row in run["after"]["snr"]]
+        angles = " / ".join(f"{a['mean_angle_to_nearest_deg']:.1f}" for a in run["after"]["alignment"])
+        lines.append(f"| {run['seed']} | {snr[0]:.2f} → {snr[-1]:.2f} | {angles} |")
+    first = {**runs[0], "machine": result["machine"], "seconds": result["seconds"], "command": result["command"]}
+    return "\n".join(lines) + "\n\n## Seed " + str(runs[0]["seed"]) + " in detail\n\n" + learned_markdown(first)
+
+
+def learned_markdown(result: dict[str, Any]) -> str:
+    """A per-layer table of one seed of the learned-bases experiment, with date and machine."""
+    cfg, m = result["config"], result["machine"]
+    lines = [
         f"Command: `{result.get('command', 'aot denoise --learn')}` — {m['date']}, {m['platform']}, "
-        f"{m['cpu_count']} CPUs, torch {m['torch']} ({m['torch_threads']} thread(s)), "
+        f"{m.get('processor', '')}, {m['cpu_count']} CPUs, torch {m['torch']} ({m['torch_threads']} thread(s)), "
         f"{result['seconds']:.0f} s. d={cfg['d']}, p={cfg['p']}, K={cfg['n_clusters']}, "
         f"N={cfg['n_clusters'] * cfg['tokens_per_cluster']}, δ={cfg['delta']:g}, L={cfg['n_layers']}, "
         f"η={cfg['eta']:g}, plain softmax, {cfg['steps']} Adam steps (lr {cfg['lr']:g}) of {cfg['batch_size']} "
@@ -293,27 +362,31 @@ def learned_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_learned_cli(cfg: LearnConfig, out: Path, seed: int, device: str, command: str = "aot denoise --learn") -> int:
-    """`aot denoise --learn`: train, write results.json and learned_bases.png into ``out``."""
+def run_learned_cli(
+    cfg: LearnConfig, out: Path, seeds: list[int], device: str, command: str = "aot denoise --learn"
+) -> int:
+    """`aot denoise --learn`: train once per seed, write results.json (every seed's run and the spread across
+    seeds), results.md and learned_bases.png (the first seed) into ``out``."""
     del device  # CPU-sized experiment; the core modules run wherever torch does, but this one is tiny
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    result = train_learned(cfg, seed, log_every=max(cfg.steps // 10, 1))
-    result["machine"] = machine_info()
-    result["command"] = command
-    result["seconds"] = time.time() - start
+    runs = [train_learned(cfg, seed, progress=True) for seed in seeds]
+    summary = seed_summary(runs)
+    result = {
+        "config": runs[0]["config"],
+        "command": command,
+        "machine": machine_info(),
+        "seconds": time.time() - start,
+        "summary": summary,
+        "runs": runs,
+    }
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    plot_learned(result, out / "learned_bases.png")
-    (out / "results.md").write_text(learned_markdown(result))
-    for key in ("before", "after"):
-        al = result[key]["alignment"]
-        snr = [sum(row) / len(row) for row in result[key]["snr"]]
-        angles = " ".join(f"{r['mean_angle_to_nearest_deg']:.0f}" for r in al)
-        energy = " ".join(f"{r['energy_in_nearest']:.2f}" for r in al)
-        print(
-            f"{key} training: loss {result[key]['loss_per_layer'][-1]:.4f}; per layer: mean angle of active heads "
-            f"to their nearest true subspace {angles} deg, energy inside it {energy}; "
-            f"SNR per layer {' '.join(f'{x:.2f}' for x in snr)}"
-        )
-    print(f"wrote {out}/results.json and learned_bases.png ({result['seconds']:.0f} s)")
-    return 0 if math.isfinite(result["train_loss"][-1] if result["train_loss"] else 0.0) else 1
+    plot_learned({**runs[0], "machine": result["machine"]}, out / "learned_bases.png")
+    (out / "results.md").write_text(seeds_markdown(result))
+    angles = " / ".join(f"{a['mean']:.0f} ± {a['std']:.0f}" for a in summary["angle_deg_per_layer"])
+    print(
+        f"{len(runs)} seed(s): SNR {_pm(summary['snr_first'], 2)} at the input -> {_pm(summary['snr_last'], 2)} "
+        f"at layer {cfg.n_layers}; mean angle of active heads to the nearest true subspace per layer: {angles} deg"
+    )
+    print(f"wrote {out}/results.json, results.md and learned_bases.png ({result['seconds']:.0f} s)")
+    return 0 if all(math.isfinite(run["train_loss"][-1]) for run in runs if run["train_loss"]) else 1

@@ -1,4 +1,4 @@
-"""Measures of the denoiser: SNR per cluster (PAPER.md §3), per-layer factors, principal angles."""
+"""Measures of the denoiser: SNR per cluster (docs/paper.md §3), per-layer factors, principal angles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 
 def snr_per_cluster(tokens: torch.Tensor, bases: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """SNR(Z_k) = ‖U_k U_kᵀ Z_k‖_F / ‖(I − U_k U_kᵀ) Z_k‖_F for every cluster k (PAPER.md §3). Returns (K,).
+    """SNR(Z_k) = ‖U_k U_kᵀ Z_k‖_F / ‖(I − U_k U_kᵀ) Z_k‖_F for every cluster k (docs/paper.md §3). Returns (K,).
 
     tokens: (N, d) rows; bases: (K, d, p) orthonormal; labels: (N,) cluster of every token.
     """

@@ -1,4 +1,4 @@
-"""Sweeps that map where Theorem 1's factor 1 + ητ holds and where it fails (PAPER.md §3).
+"""Sweeps that map where Theorem 1's factor 1 + ητ holds and where it fails (docs/paper.md §3).
 
 Every point varies one or two of δ, τ, p, N, η (or φ) around the base point of a :class:`SweepConfig` and
 records, averaged over seeds, the largest relative deviation of the per-layer factor from 1 + ητ, the rate
@@ -51,36 +51,49 @@ def sweep_point(cfg: SweepConfig, device: str = "cpu", **changes: Any) -> dict[s
     }
 
 
-def sweep_delta_tau(cfg: SweepConfig, device: str = "cpu") -> list[dict[str, Any]]:
+def delta_tau_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     """δ × τ grid at the base p, N, η: large δ and τ ≤ 1/2 are the failures to look for."""
-    return [sweep_point(cfg, device, delta=delta, tau=tau) for delta in cfg.deltas for tau in cfg.taus]
+    return [dict(delta=delta, tau=tau) for delta in cfg.deltas for tau in cfg.taus]
 
 
-def sweep_p_n(cfg: SweepConfig, device: str = "cpu") -> list[dict[str, Any]]:
+def p_n_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     """p × N grid at the base δ, η, τ: small p (p ≤ (32/9) ln N) is the failure to look for."""
-    return [sweep_point(cfg, device, p=p, tokens_per_cluster=n) for p in cfg.ps for n in cfg.tokens_per_cluster_grid]
+    return [dict(p=p, tokens_per_cluster=n) for p in cfg.ps for n in cfg.tokens_per_cluster_grid]
 
 
-def sweep_eta(cfg: SweepConfig, device: str = "cpu") -> list[dict[str, Any]]:
+def eta_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     """η for the thresholded φ and for plain softmax: does the factor follow 1 + ητ (resp. 1 + η)?"""
-    return [sweep_point(cfg, device, eta=eta, phi=phi) for phi in ("threshold", "softmax") for eta in cfg.etas]
+    return [dict(eta=eta, phi=phi) for phi in ("threshold", "softmax") for eta in cfg.etas]
 
 
-def sweep_softmax_delta(cfg: SweepConfig, device: str = "cpu") -> list[dict[str, Any]]:
+def softmax_delta_points(cfg: SweepConfig) -> list[dict[str, Any]]:
     """δ for plain softmax against the thresholded φ at the base point."""
-    return [sweep_point(cfg, device, delta=delta, phi=phi) for phi in ("threshold", "softmax") for delta in cfg.deltas]
+    return [dict(delta=delta, phi=phi) for phi in ("threshold", "softmax") for delta in cfg.deltas]
 
 
+#: sweep name → the changes to the base point that make up its grid
 SWEEPS = {
-    "delta_tau": sweep_delta_tau,
-    "p_n": sweep_p_n,
-    "eta": sweep_eta,
-    "softmax_delta": sweep_softmax_delta,
+    "delta_tau": delta_tau_points,
+    "p_n": p_n_points,
+    "eta": eta_points,
+    "softmax_delta": softmax_delta_points,
 }
 
 
 def run_sweeps(
-    cfg: SweepConfig, names: list[str] | None = None, device: str = "cpu"
+    cfg: SweepConfig, names: list[str] | None = None, device: str = "cpu", progress: bool = True
 ) -> dict[str, list[dict[str, Any]]]:
-    """Run the named sweeps (all by default): {name: rows}."""
-    return {name: SWEEPS[name](cfg, device) for name in (names or list(SWEEPS))}
+    """Run the named sweeps (all by default): {name: rows}, with one tqdm bar (stderr) over every point."""
+    from tqdm.auto import tqdm
+
+    grids = {name: SWEEPS[name](cfg) for name in (names or list(SWEEPS))}
+    bar = tqdm(total=sum(len(g) for g in grids.values()), desc="sweeps", unit="point", disable=not progress)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for name, grid in grids.items():
+        bar.set_postfix_str(name, refresh=False)
+        results[name] = []
+        for changes in grid:
+            results[name].append(sweep_point(cfg, device, **changes))
+            bar.update()
+    bar.close()
+    return results
