@@ -40,15 +40,17 @@ def markdown_report(results: dict[str, Any]) -> str:
         + ".",
         "",
         "FLOPs count matrix products (2·m·n·k: linear layers, attention scores and values over the full T×T "
-        "square, LM head), no element-wise work; training = 3× forward (model FLOPs). *MFU causal* counts only "
-        "unmasked attention. *flop_counter* is `torch.utils.flop_counter` (training includes the score "
-        "product the fused backward recomputes) divided by the analytic count.",
+        "square, LM head), no element-wise work; training = 3× forward (model FLOPs). *MFU* counts only the "
+        "attention a causal model needs (keys at or before each query; the useful work, never above 100 %); "
+        "*MFU full square* counts the whole T×T square, as the PaLM / nanoGPT formula does. *flop_counter* is "
+        "`torch.utils.flop_counter` (training includes the score product the fused backward "
+        "recomputes) divided by the analytic count.",
     ]
     if "models" in results:
         lines += ["", "## Every block type", ""]
         lines += [
             "| group | model | layers | params (non-emb.) | FLOPs/token fwd · train | flop_counter | "
-            "fwd ms | train ms | train tok/s | train FLOP/s | MFU | MFU causal | peak mem | vs GPT-2 tok/s |",
+            "fwd ms | train ms | train tok/s | train FLOP/s | MFU | MFU full square | peak mem | vs GPT-2 tok/s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         base = {r["group"]: r for r in results["models"] if r["label"] == "GPT-2"}
@@ -61,7 +63,7 @@ def markdown_report(results: dict[str, Any]) -> str:
                 + ("—" if agree is None else f"{r['flop_counter_agreement_forward']:.3f} · {agree:.3f}")
                 + f" | {r['forward_seconds'] * 1e3:.1f} | {r['train_seconds'] * 1e3:.1f} | "
                 f"{r['train_tokens_per_s']:,.0f} | {_si(r['train_flops_per_s'], 'FLOP/s')} | "
-                f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
+                f"{100 * r['train_mfu_causal']:.1f} % | {100 * r['train_mfu']:.1f} % | "
                 f"{_mib(r.get('train_peak_bytes'))} | " + ("—" if ratio is None else f"{ratio:.2f}×") + " |"
             )
     lines += _breakdown_table(results.get("models", []), peak["used"])
@@ -74,7 +76,7 @@ def markdown_report(results: dict[str, Any]) -> str:
             + (f"; batch × T = {st['scaling_tokens']})" if key == "seq_scaling" else ")"),
             "",
             f"| model | {var} | batch | FLOPs/token train | attention share | train ms | µs/token | train FLOP/s | MFU "
-            "| MFU causal | peak mem |",
+            "| MFU full square | peak mem |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in results[key]:
@@ -82,7 +84,7 @@ def markdown_report(results: dict[str, Any]) -> str:
                 f"| {r['label']} | {r[var]} | {r['batch']} | {_si(r['flops_training'])} | "
                 f"{100 * r['attention_share']:.0f} % | {r['train_seconds'] * 1e3:.1f} | "
                 f"{1e6 / r['train_tokens_per_s']:.1f} | {_si(r['train_flops_per_s'], 'FLOP/s')} | "
-                f"{100 * r['train_mfu']:.1f} % | {100 * r['train_mfu_causal']:.1f} % | "
+                f"{100 * r['train_mfu_causal']:.1f} % | {100 * r['train_mfu']:.1f} % | "
                 f"{_mib(r.get('train_peak_bytes'))} |"
             )
     if "decode" in results:
@@ -111,7 +113,7 @@ def markdown_report(results: dict[str, Any]) -> str:
                 f"differ by at most {peer['max_abs_logit_difference']:.2e}. Medians over {peer.get('rounds', 1)} "
                 "interleaved rounds.",
                 "",
-                "| model | params | fwd ms | train ms | train tok/s | MFU |",
+                "| model | params | fwd ms | train ms | train tok/s | MFU full square |",
                 "|---|---|---|---|---|---|",
             ]
             for name, title in (("aot", "aot GPT-2"), ("hf", "HF GPT2LMHeadModel")):
@@ -149,7 +151,7 @@ def _breakdown_table(models: list[dict[str, Any]], peak: float) -> list[str]:
         "the two kernels set.",
         "",
         "| model | profiled step ms | matmul ms (share) | matmul % of peak | attention kernel ms (share) "
-        "| attention kernel % of peak | rest ms (share) | MFU | MFU if only products |",
+        "| attention kernel % of peak | rest ms (share) | MFU full square | MFU full square if only products |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -183,7 +185,10 @@ def plot_report(results: dict[str, Any], path: str | Path) -> Path:
     models = results.get("models", [])
     for ax, (key, title, scale) in zip(
         axes[0],
-        (("train_tokens_per_s", "training tokens/s", 1.0), ("train_mfu", "training MFU (%)", 100.0)),
+        (
+            ("train_tokens_per_s", "training tokens/s", 1.0),
+            ("train_mfu_causal", "training MFU, causal FLOPs (%)", 100.0),
+        ),
     ):
         groups = list(dict.fromkeys(r["group"] for r in models))
         labels = list(dict.fromkeys(r["label"] for r in models))
