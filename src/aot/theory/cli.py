@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aot.cli import add_experiment_args
+from aot.config import from_dict
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.runinfo import machine_info
@@ -80,10 +82,9 @@ def _settings(args: argparse.Namespace) -> DenoiseSettings:
         "d": args.dim,
         "n_layers": args.layers,
     }
-    for name, value in overrides.items():
-        if value is not None:
-            setattr(cfg, name, value)
-    cfg.validate()
+    given = {name: value for name, value in overrides.items() if value is not None}
+    settings.denoise = from_dict(DenoiseConfig, {**asdict(cfg), **given}, "denoise")  # type and range checks
+    settings.denoise.validate()
     return settings
 
 

@@ -102,7 +102,10 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
         section, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise ConfigError(f"--set {item!r} must look like section.field=value (e.g. train.lr=3e-4)")
-        value = yaml.safe_load(raw)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw  # not YAML: keep the text; the field's type check names it
         if isinstance(value, str):  # YAML 1.1 reads "3e-3" as a string; numbers without a dot are still numbers
             with contextlib.suppress(ValueError):
                 value = float(value)
@@ -156,7 +159,19 @@ def add_train_args(
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--precision", choices=PRECISIONS, help="autocast precision (default: the preset's)")
     parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out exactly")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="yes",
+        choices=("yes", "auto"),
+        help="continue the run in --out exactly from its last good checkpoint (an error when there is none); "
+        "`--resume auto`: resume when there is a checkpoint, else start",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="start over in an --out that holds a run: the old run is moved to a sibling folder OUT.old-N",
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any field (repeatable)"
     )
@@ -175,6 +190,11 @@ def train_flags(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
     }
     return {"train": {k: v for k, v in given.items() if v is not None}}
+
+
+def fit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Trainer.fit``'s run-folder options from the shared flags: ``resume`` (``no``/``yes``/``auto``), ``force``."""
+    return {"resume": args.resume or "no", "force": bool(args.force)}
 
 
 def dump_config(run: TaskRun) -> str:

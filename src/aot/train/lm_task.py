@@ -21,10 +21,11 @@ from typing import Any, ClassVar
 import torch
 
 from aot.bench.flops import flops_per_token
+from aot.config import Limit, at_least, within
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.devices import resolve_device
-from aot.errors import AotError
+from aot.errors import AotError, write_text_atomic
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
 from aot.runinfo import machine_info
@@ -45,6 +46,11 @@ class LMDataConfig:
     test_fraction: float = 0.05
     fetch: bool = True
 
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "val_fraction": within(0, 1, low_open=True, high_open=True),
+        "test_fraction": within(0, 1, low_open=True, high_open=True),
+    }
+
 
 @dataclass
 class LMEvalConfig:
@@ -54,6 +60,12 @@ class LMEvalConfig:
     periodic_windows: int = 32
     final_windows: int | None = None
     batch_size: int = 16
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "periodic_windows": at_least(1),
+        "final_windows": at_least(1),
+        "batch_size": at_least(1),
+    }
 
 
 # Named training presets. cpu-quick is the command the README opens with: it must beat the bigram
@@ -133,8 +145,12 @@ def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Te
     return loss
 
 
-def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: int = 0, resume: bool = False) -> dict:
-    """Train, evaluate on val and test, and write ``results.json`` and ``loss_curve.png`` into ``out_dir``."""
+def train_lm(
+    run: LMRun, out_dir: str | Path, device_name: str = "auto", resume: bool | str = False, force: bool = False
+) -> dict:
+    """Train, evaluate on val and test, and write ``results.json`` and ``loss_curve.png`` into ``out_dir``.
+    ``run.train.seed`` seeds everything (model init, data order, dropout); ``resume``/``force``: see
+    :meth:`aot.train.Trainer.fit`."""
     out = Path(out_dir)
     from aot.train.distributed import env_from_torchrun
 
@@ -147,6 +163,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
     if not env.is_main:
         data = prepare_lm_data(run.data.corpus, run.data.tokenizer, run.data.val_fraction, run.data.test_fraction)
     model_cfg = run.model_config(vocab_size=data.vocab_size)
+    seed = run.train.seed
     torch.manual_seed(seed)
     model = build_model(model_cfg)
     token_bytes = data.tokenizer.token_byte_lengths()
@@ -166,7 +183,6 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
             "tokenizer": data.tokenizer.name,
             "split": [run.data.val_fraction, run.data.test_fraction],
         },
-        "seed": seed,
     }
     trainer = Trainer(
         model,
@@ -181,7 +197,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         flops_per_sample=block * flops_per_token(model_cfg, block).training(),
     )
     wall_start = time.perf_counter()
-    result = trainer.fit(resume=resume)
+    result = trainer.fit(resume=resume, force=force)
     final = {}
     with torch.no_grad():
         trainer.model.eval()
@@ -202,7 +218,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
             run, model, model_cfg, data, result, final, token_bytes, seed, time.perf_counter() - wall_start
         )
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_text_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
         plot_loss_curve(out, results)
     return results
 
@@ -310,7 +326,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.dump_config:
         print(experiment.dump_config(run), end="")
         return 0
-    results = train_lm(run, args.out, args.device, args.seed, args.resume)
+    results = train_lm(run, args.out, args.device, **experiment.fit_options(args))
     if results:
         val, test = results["val"], results["test"]
         bigram = results["baselines"]["val"]["bigram"]["nats_per_byte"]
