@@ -8,7 +8,6 @@ import argparse
 import json
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +16,7 @@ from aot.cli import add_experiment_args
 from aot.config import from_dict
 from aot.devices import resolve_device
 from aot.errors import AotError
+from aot.outdir import check_writable_dir
 from aot.runinfo import machine_info
 from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
 from aot.theory.experiment import Measurement, measure
@@ -288,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
+    out = check_writable_dir(args.out)  # before any work
     if args.learn:
         from aot.theory.learned import run_learned_cli
 

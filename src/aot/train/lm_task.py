@@ -25,9 +25,10 @@ from aot.config import Limit, at_least, within
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.devices import resolve_device
-from aot.errors import AotError, write_text_atomic
+from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
+from aot.outdir import write_text_atomic
 from aot.runinfo import machine_info
 from aot.train import experiment
 from aot.train.distributed import barrier, init_distributed

@@ -11,12 +11,12 @@ Only rank 0 looks at the folder and acts; every process gets its decision (:func
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aot.errors import AotError, os_error_line
+from aot.outdir import check_writable_dir
 from aot.train.checkpoint import CHECKPOINT_DIR, OLD_DIR, PREV_DIR, checkpoint_candidates, latest_good_checkpoint
 from aot.train.distributed import DistEnv, broadcast_from_main
 
@@ -44,19 +44,6 @@ def resume_mode(resume: bool | str | None) -> str:
 
 def holds_run(out: Path) -> bool:
     return out.is_dir() and any((out / name).exists() for name in RUN_MARKERS)
-
-
-def check_writable_dir(out: Path) -> None:
-    """``out`` exists (created if needed) and is a folder this process can write into; one line otherwise."""
-    if out.exists() and not out.is_dir():
-        raise AotError(f"--out {str(out)!r} is a file, not a folder; pick a folder for the run")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise AotError(os_error_line(exc, f"cannot write into --out {str(out)!r}")) from None
 
 
 def move_aside(out: Path) -> Path:
