@@ -25,8 +25,8 @@ def check_token_ids(idx: torch.Tensor, vocab_size: int) -> None:
     if idx.ndim != 2:
         hint = "; add the batch dimension with idx[None]" if idx.ndim == 1 else ""
         raise AotError(f"token ids must have shape (batch, time), got {tuple(idx.shape)}{hint}")
-    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise AotError(f"token ids must be integers (torch.long), got {idx.dtype}")
+    if idx.dtype not in (torch.long, torch.int32):
+        raise AotError(f"token ids must be torch.long (or torch.int32), got {idx.dtype}; convert with idx.long()")
     if _check_values(idx):
         low, high = int(idx.min()), int(idx.max())
         if low < 0 or high >= vocab_size:

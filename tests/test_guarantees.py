@@ -1,0 +1,327 @@
+"""What `aot` guarantees about a user's runs (README "What is guaranteed"): kill -9 at random moments and resume
+gives the uninterrupted run bit for bit; a damaged latest checkpoint falls back to the previous one; a partial
+metrics row is tolerated; run folders are never overwritten; a full disk or a NaN keeps the last checkpoint."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aot.cli import main
+from aot.data.shards import LMBatches
+from aot.errors import AotError
+from aot.models import AotModel, build_model, preset_config
+from aot.train import TrainConfig, Trainer, read_metrics
+from aot.train import checkpoint as ckpt
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "sonnets.txt"
+
+# -- a real `aot train lm` process, killed with SIGKILL at random moments -----------------------------------
+
+TINY = [
+    "--corpus",
+    str(FIXTURE),
+    "--model",
+    "aot-mssa-l-cpu",
+    "--device",
+    "cpu",
+    "--seed",
+    "7",
+    "--set",
+    "model.n_layer=1",
+    "--set",
+    "model.n_embd=16",
+    "--set",
+    "model.n_head=2",
+    "--set",
+    "model.block_size=16",
+    "--set",
+    "model.dropout=0.1",
+    "--set",
+    "train.steps=40",
+    "--set",
+    "train.batch_size=4",
+    "--set",
+    "train.warmup_steps=2",
+    "--set",
+    "train.precision=fp32",
+    "--set",
+    "train.log_every=3",
+    "--set",
+    "train.eval_every=10",
+    "--set",
+    "train.checkpoint_every=1",
+    "--set",
+    "train.progress=false",
+    "--set",
+    "eval.periodic_windows=2",
+    "--set",
+    "eval.final_windows=4",
+    "--set",
+    "eval.batch_size=2",
+]
+
+
+def _aot_train(out: Path, data: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "AOT_DATA": str(data), "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "aot.cli", "train", "lm", "--out", str(out), *TINY, *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    _stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    return stderr
+
+
+def _run_record(out: Path) -> tuple[list, dict, dict]:
+    """(the metrics log without timings, results.json's curve and evals, the final weights)."""
+    timing = {"tokens_per_s", "mfu", "train_seconds", "wall"}
+    rows = [{k: v for k, v in r.items() if k not in timing} for r in read_metrics(out)]
+    results = json.loads((out / "results.json").read_text())
+    return (
+        rows,
+        {k: results["train"][k] for k in ("curve", "evals", "steps")},
+        load_file(out / "checkpoint" / "model.safetensors"),
+    )
+
+
+def test_killed_and_resumed_run_is_bitwise_the_uninterrupted_run(tmp_path):
+    """A real `aot train lm` (dropout on, a checkpoint every step) killed with SIGKILL at three random moments
+    (also inside checkpoint writes), each time resumed with --resume: the whole metrics log (losses, lr, evals),
+    results.json's curve and the final weights equal the uninterrupted run's bit for bit."""
+    data = tmp_path / "data"
+    _finish(_aot_train(tmp_path / "full", data))
+    rng = random.Random(11)
+    out, kills = tmp_path / "killed", 0
+    proc = _aot_train(out, data)
+    for _ in range(3):
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint" / "trainer.json").is_file() and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.6))
+        if proc.poll() is not None:  # it finished before the kill: enough kills happened
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        step = ckpt.find_checkpoint(out)
+        assert step is not None
+        proc = _aot_train(out, data, "--resume")
+    stderr = _finish(proc)
+    print(f"kills: {kills}")
+    assert kills >= 1 and "resuming from" in stderr
+    rows_full, curve_full, weights_full = _run_record(tmp_path / "full")
+    rows, curve, weights = _run_record(out)
+    assert rows == rows_full  # every row: step, tokens, loss and lr (float repr round-trips exactly), evals
+    assert curve == curve_full and curve["steps"] == 40 and len(curve["curve"]) == 14
+    assert weights.keys() == weights_full.keys()
+    for name, value in weights_full.items():
+        assert torch.equal(weights[name], value), name
+
+
+# -- in-process: the trainer's guarantees -------------------------------------------------------------------
+
+
+def _tokens():
+    import numpy as np
+
+    return np.frombuffer(FIXTURE.read_bytes(), dtype=np.uint8).astype(np.uint16)
+
+
+def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_trainer, tmp_path, capsys):
+    full = tiny_trainer(tmp_path / "full", checkpoint_every=1).fit()
+    out = tmp_path / "cut"
+    tiny_trainer(out, checkpoint_every=1).fit(stop_at=4)
+    assert ckpt.read_trainer_state(out / "checkpoint.prev")["step"] == 3
+    weights = out / "checkpoint" / "model.safetensors"
+    blob = bytearray(weights.read_bytes())
+    blob[-5] ^= 0x01  # one flipped bit
+    weights.write_bytes(bytes(blob))
+    with pytest.raises(ckpt.CheckpointDamaged, match=r"checkpoint/?'? is damaged: model.safetensors does not match"):
+        ckpt.verify_checkpoint(out / "checkpoint")
+    resumed = tiny_trainer(out, checkpoint_every=1, seed=5).fit(resume=True)
+    err = capsys.readouterr().err
+    assert "is damaged: model.safetensors does not match its sha256" in err
+    assert "resuming from the previous checkpoint" in err and "(step 3)" in err
+    assert resumed.losses == full.losses  # the whole log, as if nothing happened
+    assert (out / "checkpoint.damaged").is_dir()  # kept for inspection, not deleted
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete_optimizer", "delete_trainer", "garbage_trainer"])
+def test_every_kind_of_damage_is_one_line_and_resume_needs_a_good_checkpoint(tiny_trainer, tmp_path, damage):
+    out = tmp_path / "run"
+    tiny_trainer(out, steps=2).fit(stop_at=1)  # only one checkpoint: nothing to fall back to
+    folder = out / "checkpoint"
+    if damage == "truncate":
+        path = folder / "model.safetensors"
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "delete_optimizer":
+        (folder / "optimizer.safetensors").unlink()
+    elif damage == "delete_trainer":
+        (folder / "trainer.json").unlink()
+    else:
+        (folder / "trainer.json").write_bytes(os.urandom(64))
+    before = {p: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(AotError) as info:
+        tiny_trainer(out, steps=2).fit(resume=True)
+    message = str(info.value)
+    assert "\n" not in message
+    assert ("is damaged" in message and "--force" in message) or "holds no checkpoint" in message
+    assert {p: p.read_bytes() for p in folder.iterdir()} == before  # nothing changed
+
+
+def test_partial_last_metrics_row_is_tolerated(tiny_trainer, tmp_path):
+    full = tiny_trainer(tmp_path / "full").fit()
+    out = tmp_path / "cut"
+    tiny_trainer(out).fit(stop_at=3)
+    with open(out / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 4, "tokens": 2')  # a kill in the middle of a row
+    resumed = tiny_trainer(out).fit(resume=True)
+    assert resumed.losses == full.losses
+    assert all(line.startswith("{") and line.endswith("}") for line in (out / "metrics.jsonl").read_text().splitlines())
+
+
+def test_run_folder_is_never_overwritten(tiny_trainer, tmp_path, capsys):
+    out = tmp_path / "run"
+    tiny_trainer(out, steps=2).fit()
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(AotError, match="already holds a run; add --resume to continue it, or --force"):
+        tiny_trainer(out, steps=2).fit()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    tiny_trainer(out, steps=2, seed=3).fit(force=True)
+    assert "--force: moved the old run" in capsys.readouterr().err
+    moved = tmp_path / "run.old-1"
+    assert {p.relative_to(moved): p.read_bytes() for p in moved.rglob("*") if p.is_file()} == before
+    with pytest.raises(AotError, match="holds no checkpoint to resume from"):
+        tiny_trainer(tmp_path / "empty", steps=2).fit(resume=True)
+    assert tiny_trainer(tmp_path / "fresh", steps=2).fit(resume="auto").step == 2  # auto: nothing to resume, starts
+
+
+def test_full_disk_during_a_checkpoint_keeps_the_last_one(tiny_trainer, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    trainer = tiny_trainer(out, steps=4, checkpoint_every=2)
+    trainer.fit(stop_at=2)
+    before = {p.name: p.read_bytes() for p in (out / "checkpoint").iterdir()}
+    import safetensors.torch
+
+    def full_disk(tensors, filename, metadata=None):
+        raise OSError(errno.ENOSPC, "No space left on device", filename)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    with pytest.raises(AotError) as info:
+        trainer.fit(resume=True)
+    message = str(info.value)
+    assert "No space left on device" in message and "is intact" in message and "\n" not in message
+    assert not (out / ".checkpoint.tmp").exists()
+    assert {p.name: p.read_bytes() for p in (out / "checkpoint").iterdir()} == before
+
+
+def test_nonfinite_loss_stops_at_its_step_or_is_skipped(tiny_trainer, tmp_path):
+    def poisoned(model, batch):
+        loss = model(batch[0], batch[1])[1]
+        return loss * float("nan") if poisoned.step == 3 else loss
+
+    poisoned.step = 0
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def get(self, step, start=0, stop=None):
+            poisoned.step = step + 1
+            return self.inner.get(step, start, stop)
+
+    out = tmp_path / "stop"
+    trainer = tiny_trainer(out, steps=5, checkpoint_every=1, loss_fn=poisoned)
+    trainer.batches = Counting(trainer.batches)
+    with pytest.raises(AotError, match=r"non-finite loss or gradients \(NaN/Inf\) at step 3; .*checkpoint.* is kept"):
+        trainer.fit()
+    assert ckpt.read_trainer_state(out / "checkpoint")["step"] == 2
+    skipping = tiny_trainer(tmp_path / "skip", steps=5, loss_fn=poisoned, skip_nonfinite=True)
+    skipping.batches = Counting(skipping.batches)
+    result = skipping.fit()
+    assert result.skipped_steps == 1 and result.step == 5
+    assert all(torch.isfinite(p).all() for p in skipping.model.parameters())
+
+
+# -- FSDP: sharded checkpoints through torch.distributed.checkpoint -----------------------------------------
+
+
+def _fsdp_worker(rank: int, world: int, port: int, out: str, stop_at: int | None, resume: bool) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        model = build_model(
+            preset_config("aot-mssa-l-cpu", n_layer=2, n_embd=16, n_head=2, block_size=16, vocab_size=256)
+        ).double()
+        cfg = TrainConfig(
+            steps=6, batch_size=4, lr=1e-2, warmup_steps=1, log_every=1, checkpoint_every=2, progress=False,
+            precision="fp32", strategy="fsdp",
+        )  # fmt: skip
+        trainer = Trainer(model, LMBatches(_tokens(), 4, 16, seed=2), lambda m, b: m(b[0], b[1])[1], cfg, out)
+        trainer.model_config = model.cfg.to_dict()
+        trainer.fit(resume=resume, stop_at=stop_at)
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_fsdp_sharded_save_resume_and_export(tmp_path):
+    """2 gloo processes: sharded checkpoints (one .distcp file per process, no full gather), a run stopped at
+    step 3 (its last checkpoint: step 2) and resumed ends equal to the uninterrupted run within 1e-6; `aot export
+    safetensors` turns the shards into one model that loads in one process with the same logits."""
+    import torch.multiprocessing as mp
+
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    mp.spawn(_fsdp_worker, args=(2, _free_port(), str(full), None, False), nprocs=2, join=True)
+    mp.spawn(_fsdp_worker, args=(2, _free_port(), str(cut), 3, False), nprocs=2, join=True)
+    state = ckpt.read_trainer_state(cut / "checkpoint")
+    assert state["format"] == "sharded" and state["step"] == 3
+    assert sorted(p.name for p in (cut / "checkpoint" / "sharded").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert not (cut / "checkpoint" / "model.safetensors").exists()  # nothing gathered on rank 0
+    import shutil
+
+    shutil.rmtree(cut / "checkpoint")  # as if killed after step 3's checkpoint was lost: resume from step 2
+    mp.spawn(_fsdp_worker, args=(2, _free_port(), str(cut), None, True), nprocs=2, join=True)
+    assert [r["loss"] for r in read_metrics(cut)] == pytest.approx([r["loss"] for r in read_metrics(full)], abs=1e-6)
+    for run in (full, cut):
+        assert main(["export", "safetensors", str(run), str(tmp_path / f"{run.name}-export")]) == 0
+    reference = AotModel.from_pretrained(tmp_path / "full-export")
+    resumed = AotModel.from_pretrained(tmp_path / "cut-export")
+    for name, value in reference.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=1e-6, msg=name)
+    idx = torch.randint(0, 256, (2, 16))
+    torch.testing.assert_close(resumed(idx)[0], reference(idx)[0], rtol=0, atol=1e-6)
+    torch.manual_seed(0)
+    init = build_model(reference.cfg)
+    assert not torch.allclose(init.state_dict()["tok_embed.weight"], reference.state_dict()["tok_embed.weight"])
