@@ -325,3 +325,96 @@ def test_fsdp_sharded_save_resume_and_export(tmp_path):
     torch.manual_seed(0)
     init = build_model(reference.cfg)
     assert not torch.allclose(init.state_dict()["tok_embed.weight"], reference.state_dict()["tok_embed.weight"])
+
+
+# -- bad input on the command line: one line, exit status 2, nothing changed --------------------------------
+
+BAD_COMMANDS = [
+    (["bench", "--repeat", "0", "--quick"], "bench.repeat=0 must be >= 1"),
+    (["bench", "--threads", "-1", "--quick"], "bench.threads=-1 must be >= 0"),
+    (["bench", "--quick", "--config", "{cfg:batch: 0}"], "bench.batch=0 must be >= 1"),
+    (["bench", "--quick", "--config", "{cfg:seq_lens: []}"], "bench.seq_lens is empty"),
+    (["denoise", "--eta", "nan", "--no-sweeps"], "denoise.eta=nan must be a finite number"),
+    (["denoise", "--eta", "inf", "--no-sweeps"], "denoise.eta=inf must be a finite number"),
+    (["denoise", "--deltas", "0.2", "inf", "--no-sweeps"], "denoise.deltas[1]=inf must be a finite number"),
+    (["train", "lm", "--seed", "-1"], "--seed=-1 must be an integer in [0, 2**63)"),
+    (["train", "lm", "--seed", str(2**64)], "must be an integer in [0, 2**63)"),
+    (["train", "lm", "--set", "train.lr=abc"], "train.lr='abc' must be a number"),
+    (["train", "lm", "--set", "train.lr=nan"], "train.lr=nan must be a finite number"),
+    (["train", "lm", "--set", "train.weight_decay=abc"], "train.weight_decay='abc' must be a number"),
+    (["train", "lm", "--set", "train.grad_clip=abc"], "train.grad_clip='abc' must be a number"),
+    (["train", "lm", "--set", "train.beta2=1.5"], "train.beta2=1.5 must be >= 0 and < 1"),
+    (["train", "lm", "--set", "eval.batch_size=0"], "eval.batch_size=0 must be >= 1"),
+    (["train", "lm", "--set", "eval.final_windows=0"], "eval.final_windows=0 must be >= 1"),
+    (["train", "lm", "--set", "eval.periodic_windows=0"], "eval.periodic_windows=0 must be >= 1"),
+    (["train", "lm", "--config", "{bin}"], "is not a text (UTF-8) YAML or JSON file"),
+    (["train", "lm", "--config", "{cfg:[1, 2]}"], "must hold a mapping at the top level"),
+    (["train", "lm", "--out", "{file}"], "is a file, not a folder"),
+    (["train", "lm", "--resume", "--out", "{empty}", "--corpus", str(FIXTURE)], "holds no checkpoint to resume"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_COMMANDS, ids=[" ".join(a) for a, _ in BAD_COMMANDS])
+def test_bad_command_line_is_one_line_exit_2_and_changes_nothing(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.setenv("AOT_DATA", str(tmp_path / "data"))
+    (tmp_path / "file").write_text("precious\n")
+    (tmp_path / "bin.yaml").write_bytes(bytes(range(256)))
+    args = []
+    for arg in argv:
+        if arg.startswith("{cfg:"):
+            (tmp_path / "cfg.yaml").write_text(arg[5:-1] + "\n")
+            arg = str(tmp_path / "cfg.yaml")
+        arg = {
+            "{bin}": str(tmp_path / "bin.yaml"),
+            "{file}": str(tmp_path / "file"),
+            "{empty}": str(tmp_path / "e"),
+        }.get(arg, arg)
+        args.append(arg)
+    if "--out" not in args and argv[0] != "train":
+        args += ["--out", str(tmp_path / "out")]
+    if argv[0] == "train" and "--dump-config" not in args and "--out" not in args:
+        args += ["--dump-config"]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "data" not in p.parts)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aot: error: ") and err.count("\n") == 1 and message in err, err
+    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "data" not in p.parts)
+    assert [p for p in after if p not in before] in ([], [Path("e")])  # at most the empty --out folder
+    assert (tmp_path / "file").read_text() == "precious\n"
+
+
+def test_from_pretrained_rejects_damaged_files_in_one_line(tmp_path):
+    model = build_model(preset_config("aot-mssa-l-cpu", n_layer=1, n_embd=16, n_head=2, block_size=8))
+    model.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    with pytest.raises(AotError, match="is damaged or not a safetensors file"):
+        AotModel.from_pretrained(tmp_path)
+    for text, message in (("[1, 2]", "must hold a JSON object"), ("{not json", "is not valid JSON")):
+        (tmp_path / "config.json").write_text(text)
+        with pytest.raises(AotError, match=message):
+            AotModel.from_pretrained(tmp_path)
+
+
+def test_models_say_what_they_expect():
+    lm = build_model(preset_config("aot-mssa-l-cpu", n_layer=1, n_embd=16, n_head=2, block_size=8, vocab_size=32))
+    for idx, message in (
+        (torch.tensor([[1, 32]]), r"token id 32 is outside the vocabulary \[0, 32\)"),
+        (torch.tensor([[-1, 2]]), r"token id -1 is outside the vocabulary"),
+        (torch.tensor([1, 2]), r"shape \(batch, time\), got \(2,\); add the batch dimension"),
+        (torch.tensor([[1.0, 2.0]]), "must be torch.long"),
+    ):
+        with pytest.raises(AotError, match=message):
+            lm(idx)
+    vit = build_model(preset_config("aot-mssa-l-cpu", task="image", n_layer=1, n_embd=16, n_head=2))
+    with pytest.raises(AotError, match=r"images must have shape \(batch, 1, 28, 28\) .* got \(1, 1, 27, 27\)"):
+        vit(torch.zeros(1, 1, 27, 27))
+    with pytest.raises(AotError, match=r"got \(1, 3, 28, 28\)"):
+        vit(torch.zeros(1, 3, 28, 28))
+    with pytest.raises(AotError, match="NaN or Inf"):
+        vit(torch.full((1, 1, 28, 28), float("nan")))
+    icl = build_model(preset_config("aot-mssa-l-cpu", task="icl", n_layer=1, n_embd=16, n_head=2, n_dims=3))
+    with pytest.raises(AotError, match=r"prompt of 2 points in 4 dims does not fit this model \(n_dims=3"):
+        icl(torch.zeros(1, 2, 4), torch.zeros(1, 2))
+    with pytest.raises(AotError, match="NaN or Inf"):
+        icl(torch.zeros(1, 2, 3), torch.tensor([[0.0, float("inf")]]))

@@ -300,9 +300,10 @@ def check_fields(obj: Any, section: str) -> None:
         items = value if isinstance(value, (list, tuple)) else [value]
         if limit.nonempty and not items:
             raise ConfigError(f"{where} is empty; give at least one value")
-        for item in items:
+        for i, item in enumerate(items):
             if not limit.allows(item):
-                raise ConfigError(f"{where}={_short(value)} must be {limit.describe()}")
+                at = f"{where}[{i}]" if isinstance(value, (list, tuple)) else where
+                raise ConfigError(f"{at}={_short(item)} must be {limit.describe()}")
 
 
 def check_seed(value: Any, name: str = "--seed") -> int:
@@ -349,7 +350,7 @@ def _typed(where: str, value: Any, hint: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}={_short(value)} must be a list")
         inner = args[0] if args else Any
-        items = [_typed(where, item, inner) for item in value]
+        items = [_typed(f"{where}[{i}]", item, inner) for i, item in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict or hint is dict:
         if not isinstance(value, dict):

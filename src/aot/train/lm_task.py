@@ -28,7 +28,7 @@ from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
-from aot.outdir import write_text_atomic
+from aot.outdir import check_writable_dir, write_text_atomic
 from aot.runinfo import machine_info
 from aot.train import experiment
 from aot.train.distributed import barrier, init_distributed
@@ -157,6 +157,8 @@ def train_lm(
 
     device = resolve_device(device_name, env_from_torchrun().local_rank)
     env = init_distributed(device)
+    if env.is_main:
+        check_writable_dir(out)  # a file or a read-only folder is an error before any data is read
     ensure_corpus(run.data, env.is_main)
     if env.is_main:  # tokenize once, then the other processes read the cache
         data = prepare_lm_data(run.data.corpus, run.data.tokenizer, run.data.val_fraction, run.data.test_fraction)

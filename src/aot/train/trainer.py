@@ -231,13 +231,14 @@ class Trainer:
                 peak = peak_flops(self.device, dtype)
         torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
         plan = plan_run(self.out_dir, resume, force, self.env)
+        if plan.checkpoint is not None:
+            assert plan.state is not None
+            check_fingerprint(plan.state.get("fingerprint", {}), self.fingerprint, plan.checkpoint)
         if main:
             for note in plan.notes:
                 print(f"aot: {note}", file=sys.stderr, flush=True)
         loss_sum, loss_count = torch.zeros((), device=self.device), 0
         if plan.checkpoint is not None:
-            assert plan.state is not None
-            check_fingerprint(plan.state.get("fingerprint", {}), self.fingerprint, plan.checkpoint)
             state = load_checkpoint(plan.checkpoint, self.model, self.optimizer)
             self.step, self.tokens_seen = int(state["step"]), int(state["tokens"])
             self.train_seconds = float(state["train_seconds"])
