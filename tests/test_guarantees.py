@@ -418,3 +418,14 @@ def test_models_say_what_they_expect():
         icl(torch.zeros(1, 2, 4), torch.zeros(1, 2))
     with pytest.raises(AotError, match="NaN or Inf"):
         icl(torch.zeros(1, 2, 3), torch.tensor([[0.0, float("inf")]]))
+
+
+def test_one_seed_a_dumped_config_fed_back_is_the_same_run(tmp_path, capsys):
+    """--seed sets train.seed (the run's only seed); the dumped config, fed back with --config and no --seed,
+    keeps it: the same config, so the same model init, data order and dropout."""
+    assert main(["train", "lm", "--seed", "5", "--set", "train.lr=3e-3", "--dump-config"]) == 0
+    dumped = capsys.readouterr().out
+    assert "  seed: 5\n" in dumped
+    (tmp_path / "run.yaml").write_text(dumped)
+    assert main(["train", "lm", "--config", str(tmp_path / "run.yaml"), "--dump-config"]) == 0
+    assert capsys.readouterr().out == dumped

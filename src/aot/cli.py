@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        if hasattr(args, "seed"):
+        if getattr(args, "seed", None) is not None:
             check_seed(args.seed)
         return int(args.func(args) or 0)
     except AotError as exc:

@@ -177,6 +177,9 @@ def add_train_args(
     )
     parser.add_argument("--dump-config", action="store_true", help="print the merged config as YAML and exit")
     add_experiment_args(parser, default_out=default_out)
+    # no default: the seed comes from the config (train.seed, default 0) unless --seed is given, so that a
+    # dumped config fed back with --config reproduces the run
+    parser.set_defaults(seed=None)
 
 
 def train_flags(args: argparse.Namespace) -> dict[str, Any]:
