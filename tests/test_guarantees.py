@@ -429,3 +429,21 @@ def test_one_seed_a_dumped_config_fed_back_is_the_same_run(tmp_path, capsys):
     (tmp_path / "run.yaml").write_text(dumped)
     assert main(["train", "lm", "--config", str(tmp_path / "run.yaml"), "--dump-config"]) == 0
     assert capsys.readouterr().out == dumped
+
+
+def test_read_only_out_folder_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    """A folder the process may not write into (simulated: the tests run as root, for whom chmod does not bite)."""
+    real = Path.write_bytes
+
+    def denied(self, data):
+        if self.parent == tmp_path / "ro":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self, data)
+
+    (tmp_path / "ro").mkdir()
+    monkeypatch.setattr(Path, "write_bytes", denied)
+    for argv in (["denoise", "--no-sweeps"], ["bench", "--quick"], ["train", "lm", "--corpus", str(FIXTURE)]):
+        assert main([*argv, "--out", str(tmp_path / "ro")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("aot: error: cannot write into --out") and "Permission denied" in err, err
+        assert err.count("\n") == 1 and not any((tmp_path / "ro").iterdir())

@@ -55,8 +55,9 @@ def rng_file(rank: int) -> str:
 
 
 def checkpoint_candidates(out_dir: Path) -> list[Path]:
-    """The checkpoint folders under ``out_dir`` that hold a ``trainer.json`` (latest first by name)."""
-    return [out_dir / name for name in (CHECKPOINT_DIR, OLD_DIR, PREV_DIR) if (out_dir / name / TRAINER_JSON).is_file()]
+    """The checkpoint folders under ``out_dir`` (latest first by name); one without a ``trainer.json`` is listed
+    too, so that it is reported as damaged rather than silently ignored."""
+    return [out_dir / name for name in (CHECKPOINT_DIR, OLD_DIR, PREV_DIR) if (out_dir / name).is_dir()]
 
 
 def find_checkpoint(out_dir: Path) -> Path | None:
