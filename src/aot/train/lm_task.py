@@ -300,6 +300,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "  aot train lm --model aot-mssa-l-cpu --tokenizer bpe-4096 --steps 2000\n"
         "  aot train lm --set model.residual_scale=channel --set train.lr=3e-3\n"
         "  aot train lm --out runs/lm --resume            # continue an interrupted run exactly\n"
+        "  aot train lm --out runs/lm --force             # start over; the old run moves to runs/lm.old-1\n"
         "  torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp\n"
         "Presets:\n"
         "  cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 800 steps x 16 (1.6M tokens, ~4-8 min on\n"

@@ -227,7 +227,8 @@ class Trainer:
         # the checkpoint restores the RNG and with the generators forked, so it never shifts the dropout streams
         peak = 0.0
         if main and self.flops_per_sample:
-            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=cuda):
                 peak = peak_flops(self.device, dtype)
         torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
         plan = plan_run(self.out_dir, resume, force, self.env)
