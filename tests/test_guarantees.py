@@ -216,6 +216,15 @@ def test_run_folder_is_never_overwritten(tiny_trainer, tmp_path, capsys):
     assert tiny_trainer(tmp_path / "fresh", steps=2).fit(resume="auto").step == 2  # auto: nothing to resume, starts
 
 
+def test_checkpoints_by_time_as_well_as_by_steps(tiny_trainer, tmp_path):
+    """checkpoint_every=0 (steps: only at the end), but a checkpoint is due after checkpoint_minutes: with a
+    tiny interval every step saves, so the previous checkpoint is step 3 of 4."""
+    tiny_trainer(tmp_path, steps=4, checkpoint_every=0, checkpoint_minutes=1e-9).fit()
+    assert ckpt.read_trainer_state(tmp_path / "checkpoint.prev")["step"] == 3
+    tiny_trainer(tmp_path / "steps-only", steps=4, checkpoint_every=0, checkpoint_minutes=0).fit()
+    assert not (tmp_path / "steps-only" / "checkpoint.prev").exists()
+
+
 def test_full_disk_during_a_checkpoint_keeps_the_last_one(tiny_trainer, tmp_path, monkeypatch):
     out = tmp_path / "run"
     trainer = tiny_trainer(out, steps=4, checkpoint_every=2)
@@ -309,6 +318,8 @@ def test_fsdp_sharded_save_resume_and_export(tmp_path):
     assert state["format"] == "sharded" and state["step"] == 3
     assert sorted(p.name for p in (cut / "checkpoint" / "sharded").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     assert not (cut / "checkpoint" / "model.safetensors").exists()  # nothing gathered on rank 0
+    rng = [load_file(cut / "checkpoint" / f"rng-rank{r}.safetensors")["rng.torch"] for r in (0, 1)]
+    assert not torch.equal(rng[0], rng[1])  # every process's own generator state, not rank 0's for all
     import shutil
 
     shutil.rmtree(cut / "checkpoint")  # as if killed after step 3's checkpoint was lost: resume from step 2
