@@ -310,13 +310,16 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 # -- loading ------------------------------------------------------------------------------------------------
 
 
-def load_checkpoint(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def load_checkpoint(
+    folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, verified: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Restore model, optimizer and this process's RNG state in place (every process calls it); returns the
-    trainer state from ``trainer.json``. The checksums are verified first."""
+    trainer state from ``trainer.json``. The checksums are verified first, unless ``verified`` is the state a
+    verification already returned (rank 0 verifies once for all processes)."""
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-    state = verify_checkpoint(folder)
+    state = verified if verified is not None else verify_checkpoint(folder)
     try:
         if state.get("format") == FORMAT_SHARDED:
             import torch.distributed.checkpoint as dcp

@@ -86,6 +86,8 @@ def merge(base: dict[str, Any], override: dict[str, Any], sections: tuple[str, .
     for section, values in override.items():
         if section not in sections:
             raise ConfigError(f"unknown section {section!r} in the config; use {', '.join(sections)}")
+        if values is None:  # an empty section in YAML (`train:`)
+            continue
         if not isinstance(values, dict):
             raise ConfigError(f"section {section!r} must be a mapping of field: value")
         merged.setdefault(section, {}).update(values)

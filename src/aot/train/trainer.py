@@ -240,7 +240,7 @@ class Trainer:
                 print(f"aot: {note}", file=sys.stderr, flush=True)
         loss_sum, loss_count = torch.zeros((), device=self.device), 0
         if plan.checkpoint is not None:
-            state = load_checkpoint(plan.checkpoint, self.model, self.optimizer)
+            state = load_checkpoint(plan.checkpoint, self.model, self.optimizer, verified=plan.state)
             self.step, self.tokens_seen = int(state["step"]), int(state["tokens"])
             self.train_seconds = float(state["train_seconds"])
             self.skipped_steps = int(state.get("skipped_steps", 0))
