@@ -156,8 +156,8 @@ def test_every_preset_builds_runs_forward_and_backward(name):
     ("fields", "message"),
     [
         (dict(n_embd=100, n_head=3), "n_embd=100 is not divisible by n_head=3"),
-        (dict(block="mamba"), "model.block='mamba' must be one of"),
-        (dict(n_layer=0), "model.n_layer=0 must be >= 1"),
+        (dict(block="mamba"), "block='mamba' is not one of"),
+        (dict(n_layer=0), "n_layer=0 must be a positive integer"),
         (dict(block="aot-mhsa", head_dim=8), "needs n_head*head_dim == n_embd"),
         (dict(task="image", image_size=30, patch_size=4), "image_size=30 is not divisible by patch_size=4"),
         (dict(dropout=1.5), "dropout=1.5"),
