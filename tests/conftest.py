@@ -11,8 +11,16 @@ import torch
 FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
 
 
-def _lm_loss(model, batch):
-    return model(batch[0], batch[1])[1]
+def lm_loss(model, batch):
+    """Next-token cross-entropy of a batch ``(inputs, targets)`` or ``(tokens,)`` (targets = tokens shifted)."""
+    import torch.nn.functional as F
+
+    logits = model(batch[0])[0]
+    if len(batch) == 1:
+        logits, targets = logits[:, :-1], batch[0][:, 1:]
+    else:
+        targets = batch[1]
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +43,7 @@ def tiny_trainer():
         return Trainer(
             model,
             LMBatches(tokens, 4, 16, seed=1),
-            loss_fn or _lm_loss,
+            loss_fn or lm_loss,
             config,
             out,
             fingerprint={"model": model.cfg.to_dict()},

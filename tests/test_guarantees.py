@@ -24,6 +24,7 @@ from aot.errors import AotError
 from aot.models import AotModel, build_model, preset_config
 from aot.train import TrainConfig, Trainer, read_metrics
 from aot.train import checkpoint as ckpt
+from conftest import lm_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "sonnets.txt"
@@ -246,7 +247,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_last_one(tiny_trainer, tmp_path
 
 def test_nonfinite_loss_stops_at_its_step_or_is_skipped(tiny_trainer, tmp_path):
     def poisoned(model, batch):
-        loss = model(batch[0], batch[1])[1]
+        loss = lm_loss(model, batch)
         return loss * float("nan") if poisoned.step == 3 else loss
 
     poisoned.step = 0
@@ -290,7 +291,7 @@ def _fsdp_worker(rank: int, world: int, port: int, out: str, stop_at: int | None
             steps=6, batch_size=4, lr=1e-2, warmup_steps=1, log_every=1, checkpoint_every=2, progress=False,
             precision="fp32", strategy="fsdp",
         )  # fmt: skip
-        trainer = Trainer(model, LMBatches(_tokens(), 4, 16, seed=2), lambda m, b: m(b[0], b[1])[1], cfg, out)
+        trainer = Trainer(model, LMBatches(_tokens(), 4, 16, seed=2), lm_loss, cfg, out)
         trainer.model_config = model.cfg.to_dict()
         trainer.fit(resume=resume, stop_at=stop_at)
     finally:
