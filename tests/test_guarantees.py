@@ -214,6 +214,12 @@ def test_run_folder_is_never_overwritten(tiny_trainer, tmp_path, capsys):
     assert {p.relative_to(moved): p.read_bytes() for p in moved.rglob("*") if p.is_file()} == before
     with pytest.raises(AotError, match="holds no checkpoint to resume from"):
         tiny_trainer(tmp_path / "empty", steps=2).fit(resume=True)
+    logs_only = tmp_path / "logs-only"  # killed before its first checkpoint
+    logs_only.mkdir()
+    (logs_only / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    assert tiny_trainer(logs_only, steps=2).fit(resume="auto").step == 2
+    assert "no usable checkpoint" in capsys.readouterr().err
+    assert (tmp_path / "logs-only.old-1" / "metrics.jsonl").read_text() == '{"step": 1, "loss": 5.0}\n'
     assert tiny_trainer(tmp_path / "fresh", steps=2).fit(resume="auto").step == 2  # auto: nothing to resume, starts
 
 
@@ -363,6 +369,7 @@ BAD_COMMANDS = [
     (["train", "lm", "--config", "{cfg:[1, 2]}"], "must hold a mapping at the top level"),
     (["train", "lm", "--out", "{file}"], "is a file, not a folder"),
     (["train", "lm", "--resume", "--out", "{empty}", "--corpus", str(FIXTURE)], "holds no checkpoint to resume"),
+    (["export", "safetensors", "{empty}", "{exported}"], "holds no good checkpoint"),
 ]
 
 
@@ -380,9 +387,10 @@ def test_bad_command_line_is_one_line_exit_2_and_changes_nothing(tmp_path, monke
             "{bin}": str(tmp_path / "bin.yaml"),
             "{file}": str(tmp_path / "file"),
             "{empty}": str(tmp_path / "e"),
+            "{exported}": str(tmp_path / "exported"),
         }.get(arg, arg)
         args.append(arg)
-    if "--out" not in args and argv[0] != "train":
+    if "--out" not in args and argv[0] in ("bench", "denoise"):
         args += ["--out", str(tmp_path / "out")]
     if argv[0] == "train" and "--dump-config" not in args and "--out" not in args:
         args += ["--dump-config"]
