@@ -92,6 +92,17 @@ def _finish(proc: subprocess.Popen) -> str:
     return stderr
 
 
+def _checkpoint_step(out: Path) -> int:
+    """The step of the newest checkpoint in ``out`` (-1 when none is readable at this instant)."""
+    steps = [-1]
+    for folder in ckpt.checkpoint_candidates(out):
+        try:
+            steps.append(int(ckpt.read_trainer_state(folder)["step"]))
+        except (AotError, KeyError, ValueError):  # mid-rename
+            continue
+    return max(steps)
+
+
 def _run_record(out: Path) -> tuple[list, dict, dict]:
     """(the metrics log without timings, results.json's curve and evals, the final weights)."""
     timing = {"tokens_per_s", "mfu", "train_seconds", "wall"}
@@ -111,24 +122,23 @@ def test_killed_and_resumed_run_is_bitwise_the_uninterrupted_run(tmp_path):
     data = tmp_path / "data"
     _finish(_aot_train(tmp_path / "full", data))
     rng = random.Random(11)
-    out, kills = tmp_path / "killed", 0
+    out, kills, steps_at_kill = tmp_path / "killed", 0, []
     proc = _aot_train(out, data)
-    for _ in range(3):
+    for target in sorted(rng.sample(range(2, 38), 3)):  # kill once a checkpoint of this step exists ...
         deadline = time.monotonic() + 120
-        while not (out / "checkpoint" / "trainer.json").is_file() and proc.poll() is None:
+        while _checkpoint_step(out) < target and proc.poll() is None:
             assert time.monotonic() < deadline
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.6))
-        if proc.poll() is not None:  # it finished before the kill: enough kills happened
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.03))  # ... plus a random instant (mid-step, mid-checkpoint, mid-row)
+        if proc.poll() is not None:  # it finished first (a fast machine): fewer kills
             break
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills += 1
-        step = ckpt.find_checkpoint(out)
-        assert step is not None
+        steps_at_kill.append(_checkpoint_step(out))
         proc = _aot_train(out, data, "--resume")
     stderr = _finish(proc)
-    print(f"kills: {kills}")
+    print(f"kills: {kills}, last checkpoint steps at the kills: {steps_at_kill}")
     assert kills >= 1 and "resuming from" in stderr
     rows_full, curve_full, weights_full = _run_record(tmp_path / "full")
     rows, curve, weights = _run_record(out)
