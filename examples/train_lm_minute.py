@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.tiny:
         sets.append(f"data.corpus={FIXTURE}")
     run = build_run_config("cpu-quick", model_preset="aot-mssa-l-cpu", sets=sets)
-    results = train_lm(run, args.out)
+    results = train_lm(run, args.out, resume="auto")  # a second run reports the first (or finishes it)
     print(f"val loss {results['val']['loss']:.3f} nats/token after {results['train']['tokens']:,} tokens")
     return results
 

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"== {args.tag} {tokenizer} {model} {' '.join(args.set)}", flush=True)
                 with cpu_lock(args.lock):
-                    train_lm(run, out, "cpu", seed=0)
+                    train_lm(run, out, "cpu", resume="auto")  # a killed run continues; seed: train.seed (0)
             result = json.loads((out / "results.json").read_text())
             row = summary_row(args.tag, tokenizer, model, args.set, result)
             store["runs"] = [r for r in store["runs"] if r["key"] != key] + [{"key": key, **row}]

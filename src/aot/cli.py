@@ -12,7 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from aot.errors import AotError
+from aot.config import check_seed
+from aot.errors import AotError, os_error_line
 
 # modules that add subcommands, in the order `aot --help` lists them
 COMMAND_MODULES = [
@@ -65,9 +66,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if getattr(args, "seed", None) is not None:
+            check_seed(args.seed)
         return int(args.func(args) or 0)
     except AotError as exc:
         print(f"aot: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a read-only folder, ...: one line, never a traceback
+        print(f"aot: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("aot: interrupted", file=sys.stderr)

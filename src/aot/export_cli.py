@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import importlib
 
-EXPORT_FORMAT_MODULES: list[str] = []
+EXPORT_FORMAT_MODULES: list[str] = [
+    "aot.train.export_safetensors",
+]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,6 +10,7 @@ from aot.cli import add_experiment_args
 from aot.config import from_dict, load_config_file
 from aot.devices import resolve_device
 from aot.errors import AotError
+from aot.outdir import check_writable_dir
 
 SECTIONS = ("models", "seq", "depth", "decode", "peer")
 
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from aot.bench.suite import run_suite
 
     settings = settings_from_args(args)
+    check_writable_dir(args.out)  # before minutes of measuring
     torch.manual_seed(args.seed)
     results = run_suite(settings)
     out = Path(args.out)

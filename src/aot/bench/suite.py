@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -28,7 +28,7 @@ from aot.bench.timing import (
     random_tokens,
     training_step,
 )
-from aot.config import ModelConfig
+from aot.config import Limit, ModelConfig, at_least, one_of
 from aot.errors import AotError
 from aot.models import AotModel, build_model
 from aot.runinfo import machine_info
@@ -77,6 +77,22 @@ class BenchSettings:
     peer_rounds: int = 6  # interleaved A/B rounds of the HF comparison (median of the per-round ratios)
     peak_sizes: tuple[int, ...] = (1024, 2048)
     sections: tuple[str, ...] = ("models", "seq", "depth", "decode", "peer")
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        **{
+            name: at_least(1)
+            for name in ("n_embd", "n_head", "seq_len", "batch", "vocab_size", "depth", "repeat", "rounds")
+        },
+        **{name: at_least(1) for name in ("scaling_repeat", "scaling_tokens", "decode_new", "decode_prompt")},
+        **{name: at_least(1, nonempty=True) for name in ("seq_lens", "depths", "peak_sizes")},
+        "peer_rounds": at_least(1),
+        "warmup": at_least(0),
+        "threads": at_least(0),
+        "dtype": one_of(*DTYPES),
+        "sections": one_of("models", "seq", "depth", "decode", "peer", nonempty=True),
+        "scaling_blocks": one_of(*(label for label, _, _ in BLOCKS), nonempty=True),
+        "decode_blocks": one_of(*(label for label, _, _ in BLOCKS), nonempty=True),
+    }
 
     @classmethod
     def quick(cls) -> BenchSettings:

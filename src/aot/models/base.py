@@ -85,9 +85,23 @@ class AotModel(HookedModule):
                 f"{str(directory)!r} has no {CONFIG_NAME} + {WEIGHTS_NAME}; "
                 "point to a folder written by save_pretrained"
             )
-        cfg = ModelConfig.from_dict({**json.loads(config_path.read_text()), **overrides})
+        try:
+            fields = json.loads(config_path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise AotError(f"{str(config_path)!r} is not valid JSON; rewrite it with save_pretrained") from None
+        if not isinstance(fields, dict):
+            raise AotError(
+                f"{str(config_path)!r} must hold a JSON object of config fields, not a {type(fields).__name__}"
+            )
+        cfg = ModelConfig.from_dict({**fields, **overrides})
         model = build_model(cfg)
-        missing, unexpected = load_model(model, str(weights_path), strict=False)
+        try:
+            missing, unexpected = load_model(model, str(weights_path), strict=False)
+        except Exception as exc:  # safetensors raises its own error type for a truncated or foreign file
+            if isinstance(exc, AotError):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise AotError(f"{str(weights_path)!r} is damaged or not a safetensors file ({first})") from None
         if missing or unexpected:
             raise AotError(
                 f"weights in {str(weights_path)!r} do not match the config "

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from aot.config import ModelConfig
-from aot.errors import AotError
 from aot.models.base import AotModel
+from aot.models.inputs import check_prompt
 
 
 class InContextRegressor(AotModel):
@@ -33,12 +33,8 @@ class InContextRegressor(AotModel):
 
     def forward(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
         """Predict y_i from (x_1, y_1, …, x_i): returns (B, n)."""
-        _B, n, D = xs.shape
-        if self.cfg.n_dims != D or n > self.cfg.n_points:
-            raise AotError(
-                f"prompt of {n} points in {D} dims does not fit n_points={self.cfg.n_points}, "
-                f"n_dims={self.cfg.n_dims}; rebuild the model or shorten the prompt"
-            )
+        check_prompt(xs, ys, self.cfg.n_dims, self.cfg.n_points)
+        n = xs.shape[1]
         x = self.read_in(self.interleave(xs, ys))
         if self.pos_embed is not None:
             x = x + self.pos_embed(torch.arange(2 * n, device=xs.device))

@@ -14,6 +14,7 @@ from torch import nn
 from aot.config import ModelConfig
 from aot.errors import AotError
 from aot.models.base import AotModel
+from aot.models.inputs import check_token_ids
 from aot.nn.cache import Cache
 from aot.nn.hooks import HookPoint
 
@@ -33,6 +34,7 @@ class CausalLM(AotModel):
 
     def embed(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """idx: (B, T) token ids → (B, T, d); positions start at ``offset`` (the cached length)."""
+        check_token_ids(idx, self.cfg.vocab_size)
         T = idx.shape[1]
         if offset + T > self.cfg.block_size:
             raise AotError(

@@ -11,6 +11,7 @@ from torch import nn
 
 from aot.config import ModelConfig
 from aot.models.base import AotModel
+from aot.models.inputs import check_images
 from aot.nn.hooks import HookPoint
 
 
@@ -32,6 +33,7 @@ class ImageClassifier(AotModel):
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """images (B, C, H, W) → tokens (B, 1 + N, d): class token first."""
+        check_images(images, self.cfg.in_chans, self.cfg.image_size)
         patches = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, N, d)
         cls = self.cls_token.expand(patches.shape[0], -1, -1)
         return self.hook_embed(torch.cat([cls, patches], dim=1) + self.pos_embed)

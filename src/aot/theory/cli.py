@@ -7,14 +7,16 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
 from aot.cli import add_experiment_args
+from aot.config import from_dict
 from aot.devices import resolve_device
 from aot.errors import AotError
+from aot.outdir import check_writable_dir
 from aot.runinfo import machine_info
 from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
 from aot.theory.data import check_sizes
@@ -94,10 +96,9 @@ def _settings(args: argparse.Namespace) -> DenoiseSettings:
         "d": args.dim,
         "n_layers": args.layers,
     }
-    for name, value in overrides.items():
-        if value is not None:
-            setattr(cfg, name, value)
-    cfg.validate()
+    given = {name: value for name, value in overrides.items() if value is not None}
+    settings.denoise = from_dict(DenoiseConfig, {**asdict(cfg), **given}, "denoise")  # type and range checks
+    settings.denoise.validate()
     return settings
 
 
@@ -315,9 +316,9 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
     if args.seeds < 1:
         raise AotError(f"--seeds {args.seeds} must be at least 1")
+    out = check_writable_dir(args.out)  # before any work
     if args.learn:
         from aot.theory.learned import run_learned_cli
 

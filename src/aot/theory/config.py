@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from aot.config import from_dict, load_config_file
+from aot.config import Limit, above, at_least, from_dict, load_config_file, within
 from aot.errors import ConfigError
 
 
@@ -34,6 +34,15 @@ class DenoiseConfig:
     n_layers: int = 13
     delta_constant: float = 1.0
     tolerance: float = 0.02  # the per-layer factor must be within this of 1 + ητ inside the conditions
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        **{name: at_least(1) for name in ("p", "n_clusters", "tokens_per_cluster", "d", "n_layers")},
+        "deltas": at_least(0, nonempty=True),
+        "eta": above(0),
+        "tau": within(0, 1, low_open=True),
+        "delta_constant": above(0),
+        "tolerance": above(0),
+    }
 
     def validate(self) -> None:
         if not self.deltas:
@@ -65,6 +74,18 @@ class SweepConfig:
     tokens_per_cluster_grid: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128, 256])
     etas: list[float] = field(default_factory=lambda: [0.01, 0.03, 0.1, 0.3, 1.0, 3.0])
 
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        **{name: at_least(1) for name in ("p", "n_clusters", "tokens_per_cluster", "n_layers", "seeds")},
+        "delta": at_least(0),
+        "eta": above(0),
+        "tau": within(0, 1, low_open=True),
+        "deltas": at_least(0, nonempty=True),
+        "taus": within(0, 1, low_open=True),
+        "ps": at_least(1, nonempty=True),
+        "tokens_per_cluster_grid": at_least(1, nonempty=True),
+        "etas": above(0),
+    }
+
     def validate(self) -> None:
         if self.seeds < 1:
             raise ConfigError(f"sweep.seeds={self.seeds} must be at least 1")
@@ -90,6 +111,15 @@ class LearnConfig:
     lr: float = 0.02
     eval_samples: int = 8
     every_layer: bool = True  # the loss averages every layer's output (deep supervision), not only the last
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        **{name: at_least(1) for name in ("p", "n_clusters", "tokens_per_cluster", "d", "n_layers")},
+        **{name: at_least(1) for name in ("batch_size", "eval_samples")},
+        "delta": at_least(0),
+        "eta": above(0),
+        "steps": at_least(0),
+        "lr": above(0),
+    }
 
     def validate(self) -> None:
         if self.steps < 0 or self.batch_size < 1 or self.lr <= 0:

@@ -1,18 +1,26 @@
-"""Checkpoints: a folder ``checkpoint/`` holding
+"""Checkpoints: a run folder keeps the latest checkpoint ``checkpoint/`` and the one before, ``checkpoint.prev/``.
+Each holds
 
-- ``model.safetensors`` + ``config.json`` — loadable by ``AotModel.from_pretrained`` as they are;
-- ``optimizer.safetensors`` — optimizer state tensors and RNG states;
+- ``model.safetensors`` + ``config.json`` — loadable by ``AotModel.from_pretrained`` as they are (full format);
+- ``optimizer.safetensors`` — optimizer state tensors (full format);
+- ``sharded/`` instead of both safetensors files when FSDP trains in several processes: each process writes its own
+  shards of the model and optimizer through ``torch.distributed.checkpoint`` (nothing is gathered on rank 0);
+  ``aot export safetensors`` turns it into one ``model.safetensors``;
+- ``rng-rank{R}.safetensors`` — every process's random-number-generator states (dropout streams differ per rank);
 - ``trainer.json`` — step, tokens seen, optimizer parameter groups, the run's fingerprint (model, data and
-  training config) and anything else the trainer records (the data position is the step).
+  training config), the sha256 of every other file and of its own content.
 
-Written atomically: everything goes to a scratch folder first, which then replaces the old checkpoint by two
-renames; a run killed at any moment leaves either the previous complete checkpoint or the new complete one
-(``.checkpoint.old`` covers the instant between the renames). Works for plain, DDP and FSDP models: the state
-is gathered in full with ``torch.distributed.checkpoint.state_dict`` and written by rank 0.
+Written atomically: everything goes to a scratch folder first; then three renames rotate
+``checkpoint.prev`` out, ``checkpoint`` to ``checkpoint.prev`` and the scratch folder to ``checkpoint``. A run
+killed at any moment leaves at least one complete checkpoint. Loading verifies every checksum: a damaged
+checkpoint (a flipped byte, a truncated or missing file) is a one-line :class:`CheckpointDamaged` naming it, and
+:func:`latest_good_checkpoint` falls back to the previous one. A failed write (a full disk, a read-only folder) is
+a one-line error that removes the scratch folder and leaves the existing checkpoints as they were.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,30 +30,116 @@ from typing import Any
 import torch
 from torch import nn
 
-from aot.errors import AotError
-from aot.train.distributed import barrier, current_env, unwrap
+from aot.errors import AotError, os_error_line
+from aot.train.distributed import current_env, first_error, unwrap
 
 CHECKPOINT_DIR = "checkpoint"
-OLD_DIR = ".checkpoint.old"
+PREV_DIR = "checkpoint.prev"
+OLD_DIR = ".checkpoint.old"  # the previous layout's name for the instant between two renames
+SCRATCH_DIR = ".checkpoint.tmp"
+TRASH_DIR = ".checkpoint.trash"
 TRAINER_JSON = "trainer.json"
 MODEL_WEIGHTS = "model.safetensors"
 MODEL_CONFIG = "config.json"
 OPTIMIZER_WEIGHTS = "optimizer.safetensors"
+SHARDED_DIR = "sharded"
+FORMAT_FULL, FORMAT_SHARDED = "full", "sharded"
+
+
+class CheckpointDamaged(AotError):
+    """A checkpoint folder whose files are missing, truncated or do not match their checksums."""
+
+
+def rng_file(rank: int) -> str:
+    return f"rng-rank{rank}.safetensors"
+
+
+def checkpoint_candidates(out_dir: Path) -> list[Path]:
+    """The checkpoint folders under ``out_dir`` (latest first by name); one without a ``trainer.json`` is listed
+    too, so that it is reported as damaged rather than silently ignored."""
+    return [out_dir / name for name in (CHECKPOINT_DIR, OLD_DIR, PREV_DIR) if (out_dir / name).is_dir()]
 
 
 def find_checkpoint(out_dir: Path) -> Path | None:
-    """The complete checkpoint under ``out_dir`` (a half-written scratch folder is never returned)."""
-    for name in (CHECKPOINT_DIR, OLD_DIR):
-        folder = out_dir / name
-        if (folder / TRAINER_JSON).is_file():
-            return folder
-    return None
+    """The newest checkpoint under ``out_dir`` that verifies (see :func:`latest_good_checkpoint`), else None."""
+    found = latest_good_checkpoint(out_dir)
+    return found[0] if found else None
+
+
+def latest_good_checkpoint(
+    out_dir: Path, damaged: list[tuple[Path, str]] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
+    """The verified checkpoint with the highest step, and its trainer state; the damaged ones are appended to
+    ``damaged`` as (folder, reason). None when no checkpoint verifies."""
+    best: tuple[Path, dict[str, Any]] | None = None
+    for folder in checkpoint_candidates(out_dir):
+        try:
+            state = verify_checkpoint(folder)
+        except CheckpointDamaged as exc:
+            if damaged is not None:
+                damaged.append((folder, str(exc)))
+            continue
+        if best is None or int(state.get("step", 0)) > int(best[1].get("step", 0)):
+            best = (folder, state)
+    return best
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _state_digest(state: dict[str, Any]) -> str:
+    body = {k: v for k, v in state.items() if k != "state_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def verify_checkpoint(folder: Path) -> dict[str, Any]:
+    """The trainer state of ``folder`` after checking the sha256 of every file it lists and of itself;
+    :class:`CheckpointDamaged` (one line naming the folder and the file) otherwise."""
+    state = read_trainer_state(folder)
+    files = state.get("files")
+    if not isinstance(files, dict) or state.get("state_sha256") != _state_digest(state):
+        raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} does not match its checksum")
+    for name, digest in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {name} is missing")
+        if _sha256(path) != digest:
+            raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {name} does not match its sha256")
+    return state
+
+
+def read_trainer_state(folder: Path) -> dict[str, Any]:
+    try:
+        state = json.loads((folder / TRAINER_JSON).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
+        raise CheckpointDamaged(
+            f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} is unreadable ({reason})"
+        ) from None
+    if not isinstance(state, dict):
+        raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} is not a JSON object")
+    return state
+
+
+# -- saving -------------------------------------------------------------------------------------------------
 
 
 def _full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
     return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def _sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_state, optim_state = get_state_dict(model, optimizer)
+    return {"model": model_state, "optim": optim_state}
 
 
 def _rng_state() -> dict[str, torch.Tensor]:
@@ -61,48 +155,111 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     trainer_state: dict[str, Any],
     model_config: dict[str, Any] | None = None,
+    sharded: bool = False,
 ) -> Path | None:
-    """Write the checkpoint of ``model`` (plain, DDP or FSDP) and ``optimizer``; every process must call it,
-    rank 0 writes. Returns the folder on rank 0."""
+    """Write the checkpoint of ``model`` (plain, DDP or FSDP) and ``optimizer``; every process must call it.
+    ``sharded``: each process writes its shards through ``torch.distributed.checkpoint``; otherwise the state is
+    gathered and rank 0 writes it. Returns the folder on rank 0. A failed write is a one-line :class:`AotError`
+    on every process, the scratch folder removed and the previous checkpoints untouched."""
     from safetensors.torch import _remove_duplicate_names, save_file
 
-    model_state, optim_state = _full_state(model, optimizer)
     env = current_env()
+    scratch = out_dir / SCRATCH_DIR
+    error = ""
+    if env.is_main:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+        except OSError as exc:
+            error = os_error_line(exc, f"cannot write a checkpoint into {str(out_dir)!r}")
+    _raise_agreed(first_error(error), out_dir, scratch, env.is_main)
+    try:
+        if sharded:
+            import torch.distributed.checkpoint as dcp
+
+            dcp.save(_sharded_state(model, optimizer), checkpoint_id=str(scratch / SHARDED_DIR))
+            optimizer_meta: dict[str, Any] = {}
+        else:
+            model_state, optim_state = _full_state(model, optimizer)
+            optimizer_meta = {}
+            if env.is_main:
+                for aliases in _remove_duplicate_names(model_state).values():  # tied weights are stored once
+                    for alias in aliases:
+                        model_state.pop(alias)
+                tensors = {k: v.contiguous() for k, v in model_state.items()}
+                save_file(tensors, str(scratch / MODEL_WEIGHTS), {"format": "pt"})
+                optim_tensors, optimizer_meta = _flatten_optimizer(optim_state)
+                save_file(optim_tensors, str(scratch / OPTIMIZER_WEIGHTS))
+        save_file(_rng_state(), str(scratch / rng_file(env.rank)))
+    except (OSError, RuntimeError) as exc:
+        error = (
+            os_error_line(exc, f"cannot write a checkpoint into {str(out_dir)!r}")
+            if isinstance(exc, OSError)
+            else f"cannot write a checkpoint into {str(out_dir)!r}: {_first_line(exc)}"
+        )
+    _raise_agreed(first_error(error), out_dir, scratch, env.is_main)
     folder: Path | None = None
     if env.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        scratch = out_dir / f".checkpoint.tmp-{os.getpid()}"
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir()
-        for aliases in _remove_duplicate_names(model_state).values():  # tied weights are stored once
-            for alias in aliases:
-                model_state.pop(alias)
-        save_file({k: v.contiguous() for k, v in model_state.items()}, str(scratch / MODEL_WEIGHTS), {"format": "pt"})
-        if model_config is not None:
-            (scratch / MODEL_CONFIG).write_text(json.dumps(model_config, indent=2) + "\n")
-        tensors, optimizer_meta = _flatten_optimizer(optim_state)
-        tensors.update(_rng_state())
-        save_file(tensors, str(scratch / OPTIMIZER_WEIGHTS))
-        state = {**trainer_state, "optimizer": optimizer_meta}
-        (scratch / TRAINER_JSON).write_text(json.dumps(state, indent=2) + "\n")
-        _fsync_folder(scratch)
-        final, old = out_dir / CHECKPOINT_DIR, out_dir / OLD_DIR
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            final.rename(old)
-        scratch.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-        for stale in out_dir.glob(".checkpoint.tmp-*"):  # left by killed runs
-            shutil.rmtree(stale, ignore_errors=True)
-        folder = final
-    barrier()
+        try:
+            if model_config is not None:
+                (scratch / MODEL_CONFIG).write_text(json.dumps(model_config, indent=2) + "\n")
+            files = {
+                str(path.relative_to(scratch)): _sha256(path) for path in sorted(scratch.rglob("*")) if path.is_file()
+            }
+            state = {
+                **trainer_state,
+                "format": FORMAT_SHARDED if sharded else FORMAT_FULL,
+                "world_size": env.world_size,
+                "optimizer": optimizer_meta,
+                "files": files,
+            }
+            state["state_sha256"] = _state_digest(state)
+            (scratch / TRAINER_JSON).write_text(json.dumps(state, indent=2) + "\n")
+            _fsync_tree(scratch)
+            _rotate(out_dir, scratch)
+            folder = out_dir / CHECKPOINT_DIR
+        except OSError as exc:
+            error = os_error_line(exc, f"cannot write a checkpoint into {str(out_dir)!r}")
+    _raise_agreed(first_error(error), out_dir, scratch, env.is_main)
     return folder
 
 
-def _fsync_folder(folder: Path) -> None:
-    for path in folder.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
+def _rotate(out_dir: Path, scratch: Path) -> None:
+    """checkpoint.prev -> trash, checkpoint -> checkpoint.prev, scratch -> checkpoint (a kill between any two
+    leaves a complete checkpoint), then drop the trash and what killed runs left."""
+    latest, prev, trash = out_dir / CHECKPOINT_DIR, out_dir / PREV_DIR, out_dir / TRASH_DIR
+    shutil.rmtree(trash, ignore_errors=True)
+    if latest.exists() and prev.exists():
+        prev.rename(trash)
+    if latest.exists():
+        latest.rename(prev)
+    scratch.rename(latest)
+    shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(out_dir / OLD_DIR, ignore_errors=True)
+    for stale in out_dir.glob(".checkpoint.tmp-*"):  # the previous layout's scratch folders
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _raise_agreed(error: str, out_dir: Path, scratch: Path, is_main: bool) -> None:
+    if not error:
+        return
+    if is_main:
+        shutil.rmtree(scratch, ignore_errors=True)
+    kept = [p.name for p in checkpoint_candidates(out_dir)]
+    note = f"; the last checkpoint ({', '.join(kept)}) is intact" if kept else ""
+    raise AotError(error + note)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
 
 
 def _flatten_optimizer(optim_state: dict) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -129,15 +286,6 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any])
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def read_trainer_state(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / TRAINER_JSON).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise AotError(
-            f"checkpoint {str(folder)!r} is unreadable ({exc}); start a fresh run with a new --out"
-        ) from None
-
-
 def check_fingerprint(saved: dict[str, Any], current: dict[str, Any], folder: Path) -> None:
     """One-line error naming the first setting in which the checkpoint's run and this run differ."""
     saved, current = _flatten(saved), _flatten(current)
@@ -159,42 +307,65 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def load_checkpoint(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Restore model, optimizer and RNG state in place; returns the trainer state from ``trainer.json``."""
+# -- loading ------------------------------------------------------------------------------------------------
+
+
+def load_checkpoint(
+    folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, verified: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Restore model, optimizer and this process's RNG state in place (every process calls it); returns the
+    trainer state from ``trainer.json``. The checksums are verified first, unless ``verified`` is the state a
+    verification already returned (rank 0 verifies once for all processes)."""
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-    state = read_trainer_state(folder)
-    model_state = load_file(str(folder / MODEL_WEIGHTS))
-    for names in _alias_groups(unwrap(model)):  # restore the names of tied weights stored once
+    state = verified if verified is not None else verify_checkpoint(folder)
+    try:
+        if state.get("format") == FORMAT_SHARDED:
+            import torch.distributed.checkpoint as dcp
+
+            sharded = _sharded_state(model, optimizer)
+            dcp.load(sharded, checkpoint_id=str(folder / SHARDED_DIR))
+            set_state_dict(model, optimizer, model_state_dict=sharded["model"], optim_state_dict=sharded["optim"])
+        else:
+            model_state = load_file(str(folder / MODEL_WEIGHTS))
+            _restore_aliases(model_state, unwrap(model))
+            expected = set(unwrap(model).state_dict())
+            if set(model_state) != expected:
+                missing, unexpected = sorted(expected - set(model_state)), sorted(set(model_state) - expected)
+                raise AotError(
+                    f"checkpoint {str(folder)!r} does not fit this model (missing {missing[:3]}, unexpected "
+                    f"{unexpected[:3]}); use the config it was written with, or a new --out"
+                )
+            optim_state = _unflatten_optimizer(load_file(str(folder / OPTIMIZER_WEIGHTS)), state["optimizer"])
+            set_state_dict(
+                model,
+                optimizer,
+                model_state_dict=model_state,  # type: ignore[arg-type]
+                optim_state_dict=optim_state,
+                options=StateDictOptions(full_state_dict=True),
+            )
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise AotError(f"checkpoint {str(folder)!r} does not fit this model: {_first_line(exc)}") from None
+    rank = current_env().rank
+    path = folder / rng_file(rank)
+    if not path.is_file():  # written by another number of processes: rank 0's streams
+        path = folder / rng_file(0)
+    if path.is_file():
+        rng = load_file(str(path))
+        torch.set_rng_state(rng["rng.torch"])
+        if "rng.cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state(rng["rng.cuda"])
+    return state
+
+
+def _restore_aliases(model_state: dict[str, torch.Tensor], model: nn.Module) -> None:
+    """Tied weights are stored once: give their other names the same tensor."""
+    for names in _alias_groups(model):
         present = [n for n in names if n in model_state]
         for name in names:
             if present and name not in model_state:
                 model_state[name] = model_state[present[0]]
-    expected = set(unwrap(model).state_dict())
-    if set(model_state) != expected:
-        missing, unexpected = sorted(expected - set(model_state)), sorted(set(model_state) - expected)
-        raise AotError(
-            f"checkpoint {str(folder)!r} does not fit this model (missing {missing[:3]}, unexpected {unexpected[:3]});"
-            " use the config it was written with, or a new --out"
-        )
-    tensors = load_file(str(folder / OPTIMIZER_WEIGHTS))
-    optim_state = _unflatten_optimizer(tensors, state["optimizer"])
-    try:
-        set_state_dict(
-            model,
-            optimizer,
-            model_state_dict=model_state,  # type: ignore[arg-type]
-            optim_state_dict=optim_state,
-            options=StateDictOptions(full_state_dict=True),
-        )
-    except (RuntimeError, KeyError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise AotError(f"checkpoint {str(folder)!r} does not fit this model: {first}") from None
-    torch.set_rng_state(tensors["rng.torch"])
-    if "rng.cuda" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state(tensors["rng.cuda"])
-    return state
 
 
 def _alias_groups(model: nn.Module) -> list[list[str]]:

@@ -106,3 +106,30 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
 def barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def first_error(message: str) -> str:
+    """The first non-empty error message of any process (every process calls it), so that all of them stop
+    together with the same one-line error instead of waiting for each other forever."""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return message
+    messages: list[str] = [""] * dist.get_world_size()
+    dist.all_gather_object(messages, message)
+    return next((m for m in messages if m), "")
+
+
+def broadcast_from_main(value: object) -> object:
+    """Rank 0's ``value`` on every process (a decision only rank 0 takes, e.g. which checkpoint to resume)."""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_reduce_max(value: torch.Tensor) -> torch.Tensor:
+    """Element-wise maximum over the processes (flags: any process raising one raises it everywhere)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return value

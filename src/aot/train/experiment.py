@@ -86,6 +86,8 @@ def merge(base: dict[str, Any], override: dict[str, Any], sections: tuple[str, .
     for section, values in override.items():
         if section not in sections:
             raise ConfigError(f"unknown section {section!r} in the config; use {', '.join(sections)}")
+        if values is None:  # an empty section in YAML (`train:`)
+            continue
         if not isinstance(values, dict):
             raise ConfigError(f"section {section!r} must be a mapping of field: value")
         merged.setdefault(section, {}).update(values)
@@ -102,7 +104,10 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
         section, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise ConfigError(f"--set {item!r} must look like section.field=value (e.g. train.lr=3e-4)")
-        value = yaml.safe_load(raw)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw  # not YAML: keep the text; the field's type check names it
         if isinstance(value, str):  # YAML 1.1 reads "3e-3" as a string; numbers without a dot are still numbers
             with contextlib.suppress(ValueError):
                 value = float(value)
@@ -156,12 +161,27 @@ def add_train_args(
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--precision", choices=PRECISIONS, help="autocast precision (default: the preset's)")
     parser.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out exactly")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="yes",
+        choices=("yes", "auto"),
+        help="continue the run in --out exactly from its last good checkpoint (an error when there is none); "
+        "`--resume auto`: resume when there is a checkpoint, else start",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="start over in an --out that holds a run: the old run is moved to a sibling folder OUT.old-N",
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any field (repeatable)"
     )
     parser.add_argument("--dump-config", action="store_true", help="print the merged config as YAML and exit")
     add_experiment_args(parser, default_out=default_out)
+    # no default: the seed comes from the config (train.seed, default 0) unless --seed is given, so that a
+    # dumped config fed back with --config reproduces the run
+    parser.set_defaults(seed=None)
 
 
 def train_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -175,6 +195,11 @@ def train_flags(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
     }
     return {"train": {k: v for k, v in given.items() if v is not None}}
+
+
+def fit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Trainer.fit``'s run-folder options from the shared flags: ``resume`` (``no``/``yes``/``auto``), ``force``."""
+    return {"resume": args.resume or "no", "force": bool(args.force)}
 
 
 def dump_config(run: TaskRun) -> str:

@@ -21,12 +21,14 @@ from typing import Any, ClassVar
 import torch
 
 from aot.bench.flops import flops_per_token
+from aot.config import Limit, at_least, within
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
+from aot.outdir import check_writable_dir, write_text_atomic
 from aot.runinfo import machine_info
 from aot.train import experiment
 from aot.train.distributed import barrier, init_distributed
@@ -45,6 +47,11 @@ class LMDataConfig:
     test_fraction: float = 0.05
     fetch: bool = True
 
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "val_fraction": within(0, 1, low_open=True, high_open=True),
+        "test_fraction": within(0, 1, low_open=True, high_open=True),
+    }
+
 
 @dataclass
 class LMEvalConfig:
@@ -54,6 +61,12 @@ class LMEvalConfig:
     periodic_windows: int = 32
     final_windows: int | None = None
     batch_size: int = 16
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "periodic_windows": at_least(1),
+        "final_windows": at_least(1),
+        "batch_size": at_least(1),
+    }
 
 
 # Named training presets. cpu-quick is the command the README opens with: it must beat the bigram
@@ -134,13 +147,19 @@ def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Te
     return loss
 
 
-def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: int = 0, resume: bool = False) -> dict:
-    """Train, evaluate on val and test, and write ``results.json`` and ``loss_curve.png`` into ``out_dir``."""
+def train_lm(
+    run: LMRun, out_dir: str | Path, device_name: str = "auto", resume: bool | str = False, force: bool = False
+) -> dict:
+    """Train, evaluate on val and test, and write ``results.json`` and ``loss_curve.png`` into ``out_dir``.
+    ``run.train.seed`` seeds everything (model init, data order, dropout); ``resume``/``force``: see
+    :meth:`aot.train.Trainer.fit`."""
     out = Path(out_dir)
     from aot.train.distributed import env_from_torchrun
 
     device = resolve_device(device_name, env_from_torchrun().local_rank)
     env = init_distributed(device)
+    if env.is_main:
+        check_writable_dir(out)  # a file or a read-only folder is an error before any data is read
     ensure_corpus(run.data, env.is_main)
     if env.is_main:  # tokenize once, then the other processes read the cache
         data = prepare_lm_data(run.data.corpus, run.data.tokenizer, run.data.val_fraction, run.data.test_fraction)
@@ -148,6 +167,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
     if not env.is_main:
         data = prepare_lm_data(run.data.corpus, run.data.tokenizer, run.data.val_fraction, run.data.test_fraction)
     model_cfg = run.model_config(vocab_size=data.vocab_size)
+    seed = run.train.seed
     torch.manual_seed(seed)
     model = build_model(model_cfg)
     token_bytes = data.tokenizer.token_byte_lengths()
@@ -167,7 +187,6 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
             "tokenizer": data.tokenizer.name,
             "split": [run.data.val_fraction, run.data.test_fraction],
         },
-        "seed": seed,
     }
     trainer = Trainer(
         model,
@@ -182,7 +201,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         flops_per_sample=block * flops_per_token(model_cfg, block).training_causal(),  # useful FLOPs: MFU <= 1
     )
     wall_start = time.perf_counter()
-    result = trainer.fit(resume=resume)
+    result = trainer.fit(resume=resume, force=force)
     final = {}
     with torch.no_grad():
         trainer.model.eval()
@@ -203,7 +222,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
             run, model, model_cfg, data, result, final, token_bytes, seed, time.perf_counter() - wall_start
         )
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_text_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
         plot_loss_curve(out, results)
     return results
 
@@ -282,6 +301,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "  aot train lm --model aot-mssa-l-cpu --tokenizer bpe-4096 --steps 2000\n"
         "  aot train lm --set model.residual_scale=channel --set train.lr=3e-3\n"
         "  aot train lm --out runs/lm --resume            # continue an interrupted run exactly\n"
+        "  aot train lm --out runs/lm --force             # start over; the old run moves to runs/lm.old-1\n"
         "  torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp\n"
         "Presets:\n"
         "  cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 800 steps x 16 (1.6M tokens, ~4-8 min on\n"
@@ -311,7 +331,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.dump_config:
         print(experiment.dump_config(run), end="")
         return 0
-    results = train_lm(run, args.out, args.device, args.seed, args.resume)
+    results = train_lm(run, args.out, args.device, **experiment.fit_options(args))
     if results:
         val, test = results["val"], results["test"]
         bigram = results["baselines"]["val"]["bigram"]["nats_per_byte"]

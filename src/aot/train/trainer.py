@@ -15,29 +15,35 @@ checkpoints (:mod:`aot.train.checkpoint`) that ``resume`` continues exactly.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
 
 from aot.bench.mfu import mfu
 from aot.bench.peaks import peak_flops
-from aot.config import from_dict
-from aot.errors import ConfigError
-from aot.train.checkpoint import (
-    check_fingerprint,
-    find_checkpoint,
-    load_checkpoint,
-    read_trainer_state,
-    save_checkpoint,
+from aot.config import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
+from aot.errors import AotError, ConfigError
+from aot.train.checkpoint import check_fingerprint, checkpoint_candidates, load_checkpoint, save_checkpoint
+from aot.train.distributed import (
+    STRATEGIES,
+    DistEnv,
+    all_reduce_max,
+    all_reduce_mean,
+    current_env,
+    set_gradient_sync,
+    unwrap,
+    wrap_model,
 )
-from aot.train.distributed import DistEnv, all_reduce_mean, current_env, set_gradient_sync, unwrap, wrap_model
 from aot.train.optim import OPTIMIZERS, build_optimizer
+from aot.train.rundir import plan_run
 from aot.train.schedule import lr_at
 
 PRECISIONS = ("bf16", "fp32")
@@ -50,7 +56,11 @@ class TrainConfig:
     micro_batch_size: rows per forward/backward on one process; ``None`` = the whole per-process share.
     min_lr_ratio: the cosine ends at ``lr * min_lr_ratio``.
     eval_every / checkpoint_every: in optimizer steps; 0 = only at the end. log_every: metrics.jsonl rows.
+    checkpoint_minutes: also checkpoint when this many minutes of wall time have passed since the last one
+        (0 = only by steps), so a killed long run loses at most that much work.
     strategy: ``auto`` (DDP when several processes), ``ddp`` or ``fsdp``.
+    seed: the run's only seed: model initialisation, data order and dropout (``--seed`` sets it).
+    skip_nonfinite: a step whose loss or gradients hold NaN/Inf is skipped (and counted) instead of stopping.
     """
 
     steps: int = 1000
@@ -69,24 +79,35 @@ class TrainConfig:
     eval_every: int = 0
     log_every: int = 10
     checkpoint_every: int = 0
+    checkpoint_minutes: float = 5.0
     strategy: str = "auto"
     seed: int = 0
+    skip_nonfinite: bool = False
     progress: bool = True
 
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "steps": at_least(1),
+        "batch_size": at_least(1),
+        "micro_batch_size": at_least(1),
+        "lr": above(0),
+        "min_lr_ratio": within(0, 1),
+        "warmup_steps": at_least(0),
+        "weight_decay": at_least(0),
+        "beta1": within(0, 1, high_open=True),
+        "beta2": within(0, 1, high_open=True),
+        "optimizer": one_of(*OPTIMIZERS),
+        "grad_clip": at_least(0),
+        "precision": one_of(*PRECISIONS),
+        "eval_every": at_least(0),
+        "log_every": at_least(1),
+        "checkpoint_every": at_least(0),
+        "checkpoint_minutes": at_least(0),
+        "strategy": one_of(*STRATEGIES),
+        "seed": SEED,
+    }
+
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"train.{name}={getattr(self, name)} must be a positive integer")
-        if self.micro_batch_size is not None and self.micro_batch_size < 1:
-            raise ConfigError(f"train.micro_batch_size={self.micro_batch_size} must be positive (or null)")
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"train.optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision={self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"train.lr={self.lr} must be > 0 and min_lr_ratio={self.min_lr_ratio} in [0, 1]")
-        if self.warmup_steps < 0 or self.log_every < 1 or self.eval_every < 0 or self.checkpoint_every < 0:
-            raise ConfigError("warmup_steps, eval_every and checkpoint_every must be >= 0 and log_every >= 1")
+        check_fields(self, "train")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -99,7 +120,16 @@ class TrainConfig:
 
 
 # fields that may change between a run and its resumption
-RESUMABLE_CHANGES = ("eval_every", "log_every", "checkpoint_every", "progress", "compile", "micro_batch_size")
+RESUMABLE_CHANGES = (
+    "eval_every",
+    "log_every",
+    "checkpoint_every",
+    "checkpoint_minutes",
+    "progress",
+    "compile",
+    "micro_batch_size",
+    "skip_nonfinite",
+)
 
 
 class BatchSource(Protocol):
@@ -117,10 +147,11 @@ class TrainResult:
     train_seconds: float
     tokens_per_second: float
     last_loss: float
-    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) of this process's run
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss), the whole run (rank 0)
     evals: list[dict[str, Any]] = field(default_factory=list)
     peak_flops: float = 0.0
     mfu: float = 0.0
+    skipped_steps: int = 0  # steps skipped for a non-finite loss or gradient (train.skip_nonfinite)
 
 
 class Trainer:
@@ -163,6 +194,8 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0
         self.train_seconds = 0.0
+        self.skipped_steps = 0
+        self._last_save = time.monotonic()
 
     def _batch_split(self) -> tuple[int, int, int]:
         world, batch = self.env.world_size, self.cfg.batch_size
@@ -183,41 +216,59 @@ class Trainer:
         return nullcontext()
 
     # -- the loop -------------------------------------------------------------------------------------
-    def fit(self, resume: bool = False, stop_at: int | None = None) -> TrainResult:
+    def fit(self, resume: bool | str = False, stop_at: int | None = None, force: bool = False) -> TrainResult:
         """Train to ``cfg.steps`` (or stop early after step ``stop_at``, with a checkpoint, as a killed run
-        would leave one); ``resume`` continues from the checkpoint in ``out_dir`` when there is one."""
+        would leave one). ``resume``: ``False``/``"no"`` starts a new run (refused when ``out_dir`` holds one,
+        unless ``force`` moves it aside), ``True``/``"yes"`` continues from the last good checkpoint (an error
+        when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.rundir`)."""
         cfg, main = self.cfg, self.env.is_main
+        dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+        # the data-sheet peak on a known GPU, else a matmul peak measured once in this process; measured before
+        # the checkpoint restores the RNG and with the generators forked, so it never shifts the dropout streams
+        peak = 0.0
+        if main and self.flops_per_sample:
+            cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=cuda):
+                peak = peak_flops(self.device, dtype)
         torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint = find_checkpoint(self.out_dir)
-        if resume and checkpoint is not None:
-            check_fingerprint(read_trainer_state(checkpoint).get("fingerprint", {}), self.fingerprint, checkpoint)
-            state = load_checkpoint(checkpoint, self.model, self.optimizer)
+        plan = plan_run(self.out_dir, resume, force, self.env)
+        if plan.checkpoint is not None:
+            assert plan.state is not None
+            check_fingerprint(plan.state.get("fingerprint", {}), self.fingerprint, plan.checkpoint)
+        if main:
+            for note in plan.notes:
+                print(f"aot: {note}", file=sys.stderr, flush=True)
+        loss_sum, loss_count = torch.zeros((), device=self.device), 0
+        if plan.checkpoint is not None:
+            state = load_checkpoint(plan.checkpoint, self.model, self.optimizer, verified=plan.state)
             self.step, self.tokens_seen = int(state["step"]), int(state["tokens"])
             self.train_seconds = float(state["train_seconds"])
+            self.skipped_steps = int(state.get("skipped_steps", 0))
+            pending = state.get("pending_loss", [0.0, 0])  # the log interval the checkpoint fell into
+            loss_sum = torch.tensor(float(pending[0]), dtype=torch.float32, device=self.device)
+            loss_count = int(pending[1])
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
-        dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-        # the data-sheet peak on a known GPU, else a matmul peak measured once in this process
-        peak = peak_flops(self.device, dtype) if main and self.flops_per_sample else 0.0
         result = TrainResult(step=self.step, tokens=self.tokens_seen, train_seconds=0, tokens_per_second=0, last_loss=0)
         result.peak_flops = peak
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
         interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
-        loss_sum, loss_count = torch.zeros((), device=self.device), 0
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+        self._last_save = time.monotonic()
         while self.step < end:
             start = time.perf_counter()
-            loss = self.train_step()
+            loss, finite, save_due = self.train_step()
             elapsed = time.perf_counter() - start
             self.train_seconds += elapsed
             interval_seconds += elapsed
             step_tokens = cfg.batch_size * self.tokens_per_sample
             self.tokens_seen += step_tokens
             interval_tokens += step_tokens
-            loss_sum, loss_count = loss_sum + loss, loss_count + 1
+            if finite:
+                loss_sum, loss_count = loss_sum + loss, loss_count + 1
             self.step += 1
             if self.step % cfg.log_every == 0 or self.step == end:
-                mean_loss = float(all_reduce_mean(loss_sum / loss_count))
+                summed = all_reduce_mean(loss_sum / max(loss_count, 1))
+                mean_loss = float(summed) if loss_count else float("nan")
                 rate = interval_tokens / max(interval_seconds, 1e-9)
                 utilisation = self._mfu(interval_tokens / self.tokens_per_sample / max(interval_seconds, 1e-9), peak)
                 row = dict(
@@ -230,8 +281,9 @@ class Trainer:
                     train_seconds=self.train_seconds,
                     wall=time.perf_counter() - interval_start,
                 )
+                if self.skipped_steps:
+                    row["skipped_steps"] = self.skipped_steps
                 metrics.write(row)
-                result.losses.append((self.step, mean_loss))
                 result.mfu = utilisation
                 bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{rate:,.0f}", mfu=f"{100 * utilisation:.1f}%")
                 loss_sum, loss_count = torch.zeros((), device=self.device), 0
@@ -241,22 +293,29 @@ class Trainer:
             if self.evaluate is not None and ((cfg.eval_every and self.step % cfg.eval_every == 0) or last):
                 scores = {"step": self.step, "tokens": self.tokens_seen, **self.run_eval()}
                 metrics.write({"eval": True, **scores})
-                result.evals.append(scores)
                 if main:
                     bar.write(
                         " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())
                     )
-            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or last:
-                self.save()
+            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or last or save_due:
+                self.save(pending_loss=(float(loss_sum), loss_count))
         bar.close()
         metrics.close()
+        # the whole run, also when it was resumed: the curve and the evaluations come from metrics.jsonl
+        rows = read_metrics(self.out_dir) if main else []
+        result.losses = [(int(r["step"]), float(r["loss"])) for r in rows if not r.get("eval")]
+        result.evals = [{k: v for k, v in r.items() if k != "eval"} for r in rows if r.get("eval")]
         result.step, result.tokens, result.train_seconds = self.step, self.tokens_seen, self.train_seconds
         result.tokens_per_second = self.tokens_seen / max(self.train_seconds, 1e-9)
         result.last_loss = result.losses[-1][1] if result.losses else float("nan")
+        result.skipped_steps = self.skipped_steps
         return result
 
-    def train_step(self) -> torch.Tensor:
-        """One optimizer step over the global batch of ``self.step``; returns this process's mean loss."""
+    def train_step(self) -> tuple[torch.Tensor, bool, bool]:
+        """One optimizer step over the global batch of ``self.step``. Returns this process's mean loss, whether
+        the loss and gradients were finite on every process (if not, the step is skipped and counted with
+        ``skip_nonfinite``, else the run stops with a one-line error), and whether a checkpoint is due by time.
+        Both flags travel in one all-reduce."""
         cfg = self.cfg
         lr = lr_at(self.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.lr * cfg.min_lr_ratio)
         for group in self.optimizer.param_groups:
@@ -274,11 +333,36 @@ class Trainer:
                 loss = self.loss_fn(self.forward_model, batch) / self.n_micro
             loss.backward()
             total += loss.detach()
+        params = [p for p in self.model.parameters() if p.grad is not None]
         if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # type: ignore[misc]
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor
+        due = bool(cfg.checkpoint_minutes) and time.monotonic() - self._last_save >= 60 * cfg.checkpoint_minutes
+        flags = torch.stack(
+            [
+                (~(torch.isfinite(total) & torch.isfinite(norm.to(total.device)))).float(),
+                torch.tensor(float(due), device=total.device),
+            ]
+        )
+        bad, save_due = (bool(v) for v in all_reduce_max(flags).tolist())
+        if bad:
+            self.optimizer.zero_grad(set_to_none=True)
+            if not cfg.skip_nonfinite:
+                kept = [p.name for p in checkpoint_candidates(self.out_dir)]
+                where = f"the last good checkpoint ({', '.join(kept)}) is kept" if kept else "no checkpoint was written"
+                raise AotError(
+                    f"non-finite loss or gradients (NaN/Inf) at step {self.step + 1}; the run stopped and {where}; "
+                    "lower the learning rate, or set train.skip_nonfinite=true to skip such batches"
+                )
+            self.skipped_steps += 1
+            if self.env.is_main:
+                print(f"aot: skipped step {self.step + 1}: non-finite loss or gradients", file=sys.stderr, flush=True)
+            return total, False, save_due
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return total
+        return total, True, save_due
 
     @torch.no_grad()
     def run_eval(self) -> dict[str, float]:
@@ -294,7 +378,9 @@ class Trainer:
             return 0.0
         return mfu(self.flops_per_sample, samples_per_second, peak * self.env.world_size)  # FLOPs per sample here
 
-    def save(self) -> None:
+    def save(self, pending_loss: tuple[float, int] = (0.0, 0)) -> None:
+        """A checkpoint of this step; ``pending_loss`` is the (sum, count) of the log interval in progress, so
+        a resumed run writes the same metrics rows as an uninterrupted one."""
         state = dict(
             step=self.step,
             tokens=self.tokens_seen,
@@ -302,14 +388,18 @@ class Trainer:
             data_position={"step": self.step},
             fingerprint=self.fingerprint,
             train_config=self.cfg.to_dict(),
-            world_size=self.env.world_size,
+            skipped_steps=self.skipped_steps,
+            pending_loss=list(pending_loss),
         )
-        save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config)
+        sharded = self.cfg.strategy == "fsdp" and self.env.world_size > 1
+        save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config, sharded=sharded)
+        self._last_save = time.monotonic()
 
 
 class MetricsLog:
-    """``metrics.jsonl`` (one JSON object per line) and, when ``tensorboard`` is installed, TensorBoard events.
-    On resume, rows after the checkpoint's step are dropped so the file matches an uninterrupted run."""
+    """``metrics.jsonl`` (one JSON object per line, appended, never truncated) and, when ``tensorboard`` is
+    installed, TensorBoard events. On resume, rows after the checkpoint's step are dropped (the file is rewritten
+    atomically) so the file matches an uninterrupted run; a partial last row (a kill mid-write) is dropped too."""
 
     def __init__(self, out_dir: Path, enabled: bool, truncate_after: int) -> None:
         self.enabled = enabled
@@ -318,12 +408,12 @@ class MetricsLog:
         if not enabled:
             return
         if self.path.is_file():
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if line and json.loads(line)["step"] <= truncate_after
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            lines = self.path.read_bytes().decode("utf-8", errors="replace").splitlines()
+            kept = [line for line in lines if (row := _parse_row(line)) is not None and row["step"] <= truncate_after]
+            if kept != lines:
+                scratch = self.path.with_name(self.path.name + ".tmp")
+                scratch.write_text("".join(line + "\n" for line in kept))
+                os.replace(scratch, self.path)
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -353,6 +443,19 @@ def _progress(total: int, initial: int, enabled: bool):  # type: ignore[no-untyp
     return tqdm(total=total, initial=initial, disable=not enabled, dynamic_ncols=True, unit="step", leave=False)
 
 
+def _parse_row(line: str) -> dict[str, Any] | None:
+    """One metrics row, or None for a partial or damaged line."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get("step"), int) else None
+
+
 def read_metrics(out_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of ``metrics.jsonl`` (a partial or damaged line is skipped)."""
     path = Path(out_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.is_file() else []
+    if not path.is_file():
+        return []
+    rows = (_parse_row(line) for line in path.read_bytes().decode("utf-8", errors="replace").splitlines())
+    return [row for row in rows if row is not None]

@@ -1,0 +1,99 @@
+"""`aot export safetensors RUN_DIR OUT_DIR`: one ``model.safetensors`` + ``config.json`` from a run's checkpoint.
+
+A run trained with FSDP in several processes keeps sharded checkpoints (``checkpoint/sharded``, one file per
+process, written through ``torch.distributed.checkpoint``); this command reads the shards in one process
+(``torch.distributed.checkpoint.load`` without a process group) into the model built from ``config.json`` and
+writes the single file that ``AotModel.from_pretrained(OUT_DIR)`` loads. A full-format checkpoint is verified and
+re-saved the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+import warnings
+from pathlib import Path
+
+from aot.errors import AotError
+from aot.models.base import AotModel
+from aot.outdir import check_writable_dir
+from aot.train.checkpoint import (
+    FORMAT_SHARDED,
+    MODEL_CONFIG,
+    SHARDED_DIR,
+    TRAINER_JSON,
+    latest_good_checkpoint,
+    verify_checkpoint,
+)
+
+
+def export_safetensors(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """Write ``model.safetensors`` + ``config.json`` of the newest good checkpoint of ``run_dir`` (a run folder
+    or a checkpoint folder) into ``out_dir``; returns ``out_dir``."""
+    run_dir, out = Path(run_dir), Path(out_dir)
+    if (run_dir / TRAINER_JSON).is_file():
+        folder, state = run_dir, verify_checkpoint(run_dir)
+    else:
+        damaged: list[tuple[Path, str]] = []
+        found = latest_good_checkpoint(run_dir, damaged)
+        if found is None:
+            reason = f" ({damaged[0][1]})" if damaged else ""
+            raise AotError(f"{str(run_dir)!r} holds no good checkpoint{reason}; point to a run folder of `aot train`")
+        folder, state = found
+    if not (folder / MODEL_CONFIG).is_file():
+        raise AotError(f"checkpoint {str(folder)!r} has no {MODEL_CONFIG}; it was not written by `aot train`")
+    if out.resolve() == folder.resolve():
+        raise AotError("OUT_DIR must differ from the checkpoint folder")
+    check_writable_dir(out)
+    if state.get("format") == FORMAT_SHARDED:
+        model = _load_sharded(folder)
+    else:
+        model = AotModel.from_pretrained(folder)
+    model.save_pretrained(out)
+    return out
+
+
+def _load_sharded(folder: Path) -> AotModel:
+    import torch.distributed.checkpoint as dcp
+
+    from aot.config import ModelConfig
+    from aot.models import build_model
+
+    cfg = ModelConfig.from_dict(json.loads((folder / MODEL_CONFIG).read_text()))
+    model = build_model(cfg)
+    state = {"model": model.state_dict()}
+    try:
+        with warnings.catch_warnings():  # "loading in a single process": exactly the intent here
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(state, checkpoint_id=str(folder / SHARDED_DIR), no_dist=True)
+    except Exception as exc:  # DCP wraps what failed in its own exception type
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise AotError(f"cannot read the sharded checkpoint {str(folder)!r}: {first}") from None
+    model.load_state_dict(state["model"])
+    return model
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "safetensors",
+        help="one model.safetensors + config.json from a run (also from FSDP's sharded checkpoints)",
+        description=textwrap.fill(
+            "Write the model of RUN_DIR's newest good checkpoint (sha256-verified; checkpoint.prev when the latest "
+            "is damaged) as one model.safetensors plus config.json into OUT_DIR, loadable with "
+            "AotModel.from_pretrained(OUT_DIR). Sharded checkpoints (FSDP in several processes) are gathered here "
+            "in one process.",
+            width=100,
+        ),
+        epilog="Example:\n  aot export safetensors runs/lm exported/lm",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (holding checkpoint/) or a checkpoint folder")
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="folder to write model.safetensors and config.json into")
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    out = export_safetensors(args.run_dir, args.out_dir)
+    print(f"wrote {out / 'model.safetensors'} and {out / 'config.json'}")
+    return 0

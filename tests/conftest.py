@@ -1,0 +1,53 @@
+"""Fixtures shared by several test files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+
+
+def lm_loss(model, batch):
+    """Next-token cross-entropy of a batch ``(inputs, targets)`` or ``(tokens,)`` (targets = tokens shifted)."""
+    import torch.nn.functional as F
+
+    logits = model(batch[0])[0]
+    if len(batch) == 1:
+        logits, targets = logits[:, :-1], batch[0][:, 1:]
+    else:
+        targets = batch[1]
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+@pytest.fixture(scope="session")
+def tiny_trainer():
+    """``tiny_trainer(out, steps=6, seed=0, loss_fn=None, **train_fields) -> Trainer``: a 1-layer AoT-MSSA LM
+    (d = 16, dropout 0.1) on the sonnets fixture, batch 4 x 16 tokens, a log row every step, fp32."""
+    from aot.data.shards import LMBatches
+    from aot.models import build_model, preset_config
+    from aot.train import TrainConfig, Trainer
+
+    tokens = np.frombuffer(FIXTURE.read_bytes(), dtype=np.uint8).astype(np.uint16)
+
+    def make(out: Path, steps: int = 6, seed: int = 0, loss_fn=None, **cfg) -> Trainer:
+        torch.manual_seed(seed)
+        fields = dict(n_layer=1, n_embd=16, n_head=2, block_size=16, vocab_size=256, dropout=0.1)
+        model = build_model(preset_config("aot-mssa-l-cpu", **fields))
+        config = TrainConfig(
+            steps=steps, batch_size=4, lr=3e-3, warmup_steps=1, log_every=1, progress=False, precision="fp32", **cfg
+        )
+        return Trainer(
+            model,
+            LMBatches(tokens, 4, 16, seed=1),
+            loss_fn or lm_loss,
+            config,
+            out,
+            fingerprint={"model": model.cfg.to_dict()},
+            model_config=model.cfg.to_dict(),
+        )
+
+    return make
