@@ -86,3 +86,31 @@ def test_the_cpu_peak_is_measured_once_per_machine_and_read_back(tmp_path, monke
     assert calls == [torch.float32, torch.float32, torch.bfloat16]
     monkeypatch.setattr(peaks, "cache_path", lambda name: path)
     assert peaks.peak_flops("cpu", torch.float32) == 123e9 and len(calls) == 3  # read back, not measured
+
+
+def test_the_auto_choice_is_recorded_and_kept_on_resume(tmp_path, monkeypatch, tiny_trainer):
+    """`train.precision: auto` trains with the measured choice, saves it in the checkpoint, and a resumed run
+    keeps it even where a new measurement would choose otherwise."""
+    import aot.bench.precision as precision_module
+    from aot.train.checkpoint import read_trainer_state
+
+    def chooser(answer: str):  # type: ignore[no-untyped-def]
+        def choose(cfg, rows, seq_len, device):  # type: ignore[no-untyped-def]
+            assert (rows, seq_len, cfg.n_embd) == (4, 16, 16)  # the run's micro-batch shape and model
+            return prec.PrecisionChoice(answer, f"{answer}: measured (fake)")
+
+        return choose
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(precision_module, "choose_precision", chooser("bf16"))
+    first = tiny_trainer(out, steps=4, precision="auto")
+    result = first.fit(stop_at=2)
+    assert first.precision == "bf16" and result.precision["precision"] == "bf16"
+    assert read_trainer_state(out / "checkpoint")["precision"]["precision"] == "bf16"
+    monkeypatch.setattr(precision_module, "choose_precision", chooser("fp32"))
+    resumed = tiny_trainer(out, steps=4, precision="auto")
+    resumed.fit(resume=True)
+    assert resumed.precision == "bf16" and "kept from the checkpoint" in resumed.precision_choice["reason"]
+    fresh = tiny_trainer(tmp_path / "other", steps=1, precision="auto")
+    fresh.fit()
+    assert fresh.precision == "fp32"

@@ -37,6 +37,7 @@ from aot.train.distributed import (
     DistEnv,
     all_reduce_max,
     all_reduce_mean,
+    broadcast_from_main,
     current_env,
     set_gradient_sync,
     unwrap,
@@ -46,7 +47,7 @@ from aot.train.optim import OPTIMIZERS, build_optimizer
 from aot.train.rundir import plan_run
 from aot.train.schedule import lr_at
 
-PRECISIONS = ("bf16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass
@@ -59,6 +60,9 @@ class TrainConfig:
     checkpoint_minutes: also checkpoint when this many minutes of wall time have passed since the last one
         (0 = only by steps), so a killed long run loses at most that much work.
     strategy: ``auto`` (DDP when several processes), ``ddp`` or ``fsdp``.
+    precision: ``auto`` (the default: bf16 autocast where it is faster — measured once per machine and shape on a
+        CPU, :mod:`aot.bench.precision`; where supported on a GPU — else fp32), ``bf16`` or ``fp32``. A resumed
+        run keeps the precision its checkpoint was trained with.
     seed: the run's only seed: model initialisation, data order and dropout (``--seed`` sets it).
     skip_nonfinite: a step whose loss or gradients hold NaN/Inf is skipped (and counted) instead of stopping.
     """
@@ -74,7 +78,7 @@ class TrainConfig:
     beta2: float = 0.95
     optimizer: str = "adamw"
     grad_clip: float = 1.0
-    precision: str = "bf16"
+    precision: str = "auto"
     compile: bool = False
     eval_every: int = 0
     log_every: int = 10
@@ -152,6 +156,7 @@ class TrainResult:
     peak_flops: float = 0.0
     mfu: float = 0.0
     skipped_steps: int = 0  # steps skipped for a non-finite loss or gradient (train.skip_nonfinite)
+    precision: dict[str, Any] = field(default_factory=dict)  # the precision used and why (train.precision: auto)
 
 
 class Trainer:
@@ -196,6 +201,8 @@ class Trainer:
         self.train_seconds = 0.0
         self.skipped_steps = 0
         self._last_save = time.monotonic()
+        self.precision = "fp32" if cfg.precision == "auto" else cfg.precision  # `auto` is resolved by fit()
+        self.precision_choice: dict[str, Any] = {"precision": self.precision, "reason": "not resolved yet"}
 
     def _batch_split(self) -> tuple[int, int, int]:
         world, batch = self.env.world_size, self.cfg.batch_size
@@ -211,9 +218,36 @@ class Trainer:
         return per_process, micro, per_process // micro
 
     def autocast(self):  # type: ignore[no-untyped-def]
-        if self.cfg.precision == "bf16":
+        if self.precision == "bf16":
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return nullcontext()
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
+
+    def _resolve_precision(self, checkpoint_state: dict[str, Any] | None) -> None:
+        """Set ``self.precision`` (bf16 or fp32) and ``self.precision_choice`` (precision, reason, timings).
+        ``auto``: a resumed run keeps its checkpoint's choice; a new run measures (:mod:`aot.bench.precision`)
+        on the main process, and every process takes its answer."""
+        if self.cfg.precision != "auto":
+            choice = {"precision": self.cfg.precision, "reason": f"{self.cfg.precision}: set by train.precision"}
+        elif checkpoint_state is not None and "precision" in checkpoint_state:
+            choice = dict(checkpoint_state["precision"])
+            choice["reason"] = f"{choice['precision']}: kept from the checkpoint ({choice['reason']})"
+        elif self.model_config is None:
+            choice = {"precision": "fp32", "reason": "fp32: auto needs the model config to measure; none given"}
+        else:
+            from aot.bench.precision import choose_precision
+            from aot.config import ModelConfig
+
+            measured = None
+            if self.env.is_main:
+                seq_len = self.tokens_per_sample if self.tokens_per_sample > 1 else 1
+                cfg = ModelConfig.from_dict(self.model_config)
+                measured = choose_precision(cfg, self.micro, seq_len, self.device).to_dict()
+            choice = broadcast_from_main(measured)  # type: ignore[assignment]
+        self.precision, self.precision_choice = str(choice["precision"]), choice
 
     # -- the loop -------------------------------------------------------------------------------------
     def fit(self, resume: bool | str = False, stop_at: int | None = None, force: bool = False) -> TrainResult:
@@ -222,15 +256,6 @@ class Trainer:
         unless ``force`` moves it aside), ``True``/``"yes"`` continues from the last good checkpoint (an error
         when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.rundir`)."""
         cfg, main = self.cfg, self.env.is_main
-        dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-        # the data-sheet peak on a known GPU, else a matmul peak measured once in this process; measured before
-        # the checkpoint restores the RNG and with the generators forked, so it never shifts the dropout streams
-        peak = 0.0
-        if main and self.flops_per_sample:
-            cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
-            with torch.random.fork_rng(devices=cuda):
-                peak = peak_flops(self.device, dtype)
-        torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
         plan = plan_run(self.out_dir, resume, force, self.env)
         if plan.checkpoint is not None:
             assert plan.state is not None
@@ -238,6 +263,16 @@ class Trainer:
         if main:
             for note in plan.notes:
                 print(f"aot: {note}", file=sys.stderr, flush=True)
+        # the precision (measured for "auto"), then the data-sheet peak on a known GPU or this machine's cached
+        # matmul peak: both before the checkpoint restores the RNG and with the generators forked, so they
+        # never shift the dropout streams
+        cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            self._resolve_precision(plan.state)
+            peak = peak_flops(self.device, self.dtype) if main and self.flops_per_sample else 0.0
+        if main:
+            print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
+        torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
         loss_sum, loss_count = torch.zeros((), device=self.device), 0
         if plan.checkpoint is not None:
             state = load_checkpoint(plan.checkpoint, self.model, self.optimizer, verified=plan.state)
@@ -250,6 +285,7 @@ class Trainer:
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
         result = TrainResult(step=self.step, tokens=self.tokens_seen, train_seconds=0, tokens_per_second=0, last_loss=0)
         result.peak_flops = peak
+        result.precision = self.precision_choice
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
         interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
@@ -390,6 +426,7 @@ class Trainer:
             train_config=self.cfg.to_dict(),
             skipped_steps=self.skipped_steps,
             pending_loss=list(pending_loss),
+            precision=self.precision_choice,
         )
         sharded = self.cfg.strategy == "fsdp" and self.env.world_size > 1
         save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config, sharded=sharded)
