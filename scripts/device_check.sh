@@ -4,7 +4,8 @@
 #   bash scripts/device_check.sh            # writes into $OUT (the device tool's folder) or runs/device_check
 #
 # 1. the device tests (tests/test_on_device.py: SDPA's CUDA backends = the explicit reference, bf16 autocast,
-#    cached decoding, CUDA peak memory, profiler device time, the data-sheet peak) and the bench tests;
+#    cached decoding, CUDA peak memory, profiler device time, the data-sheet peak, rotary on the device,
+#    precision auto = bf16) and the bench and precision tests;
 # 2. `aot bench` in bf16 at GPT-2-small width (benchmarks/bench/gpu.yaml): MFU against the GPU's table peak.
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1
@@ -12,7 +13,7 @@ out=${OUT:-runs/device_check}
 mkdir -p "$out"
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA')" \
   | tee "$out/device.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_on_device.py tests/test_bench.py 2>&1 | tee "$out/pytest.log"
+python3 -m pytest -q -p no:cacheprovider tests/test_on_device.py tests/test_bench.py tests/test_precision.py 2>&1 | tee "$out/pytest.log"
 tests=${PIPESTATUS[0]}
 python3 -m aot.cli bench --device cuda --dtype bf16 --config benchmarks/bench/gpu.yaml --out "$out/bench" 2>&1 \
   | tee "$out/bench.log"

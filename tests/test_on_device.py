@@ -19,7 +19,12 @@ from aot.models import build_model
 from aot.nn.attention import use_reference_attention
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-BLOCKS = [("aot-mssa", {"tied_output": True}), ("aot-mssa", {"tied_output": False}), ("transformer", {})]
+BLOCKS = [
+    ("aot-mssa", {"tied_output": True}),
+    ("aot-mssa", {"tied_output": False}),
+    ("aot-mssa", {"position": "rope"}),
+    ("transformer", {}),
+]
 
 
 def config(block: str, **extra: object) -> ModelConfig:
@@ -29,7 +34,7 @@ def config(block: str, **extra: object) -> ModelConfig:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(("block", "extra"), BLOCKS, ids=["mssa-tied", "mssa-wo", "gpt2"])
+@pytest.mark.parametrize(("block", "extra"), BLOCKS, ids=["mssa-tied", "mssa-wo", "mssa-rope", "gpt2"])
 def test_fused_attention_equals_reference_on_device(device: str, block: str, extra: dict) -> None:
     """fp32 (TF32 off, torch's default): SDPA's backend on this device = the explicit softmax, outputs and
     gradients."""
@@ -102,3 +107,17 @@ def test_peak_of_this_device() -> None:
         assert peak_flops("cuda", torch.bfloat16) == table
     else:
         assert peak_flops("cpu", torch.float32) > 1e9
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_precision_auto_on_device(device: str, tmp_path) -> None:
+    """`train.precision: auto`: bf16 on a GPU that supports it (no measurement); on a CPU the measured faster one."""
+    from aot.bench.precision import BF16_MARGIN, choose_precision
+
+    choice = choose_precision(config("aot-mssa"), 2, 64, device, cache_file=tmp_path / "p.json")
+    if device == "cuda":
+        assert choice.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp32") and choice.seconds is None
+    else:
+        assert choice.seconds is not None
+        faster = choice.seconds["bf16"] <= BF16_MARGIN * choice.seconds["fp32"]
+        assert choice.precision == ("bf16" if faster else "fp32")
