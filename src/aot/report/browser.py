@@ -75,14 +75,14 @@ def check_page(
     html_path: Path, screenshot: Path, width: int = 1280, height: int = 2200, timeout: float = 120
 ) -> PageCheck:
     """Screenshot ``html_path`` to ``screenshot`` and check it; raises :class:`AotError` naming the problem."""
-    browser = find_browser()
-    if browser is None:
-        raise AotError("no chromium found; install it (Debian: apt-get install -y chromium) to check the page")
     html_path = Path(html_path).resolve()
     text = html_path.read_text()
     external = external_references(text)
     if external:
         raise AotError(f"{html_path} is not self-contained: {', '.join(external[:3])}")
+    browser = find_browser()
+    if browser is None:
+        raise AotError("no chromium found; install it (Debian: apt-get install -y chromium) to check the page")
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.html"
         probe.write_text(text.replace("</body>", PROBE + "\n</body>"))
