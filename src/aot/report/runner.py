@@ -1,8 +1,10 @@
 """Run the parts of a report one after another, each command as a subprocess into ``DIR/PART/STEP``.
 
 - A part is keyed by a hash of its plan (commands, files, settings) and the package's code (:func:`code_version`);
-  a part whose ``status.json`` holds the same key and ``done`` is skipped. Steps are keyed the same way, so an
-  interrupted part keeps its finished steps (and a resumable step continues from its checkpoint).
+  a part whose ``status.json`` holds the same key and ``done`` is skipped. Each step is keyed by its command and
+  the code the commands run (the package without ``aot.report``), so an interrupted part keeps its finished
+  steps (a resumable step continues from its checkpoint), and a change to the report's own code only collects
+  and renders again, in seconds.
 - A failing step or part is recorded (``status.json``: ``failed`` with the error) and the next part runs.
 - After every part the report is rewritten, so Ctrl-C (or a crash) leaves the finished parts and a report of
   them; the interrupted part is marked ``interrupted`` and runs again next time.
@@ -32,11 +34,14 @@ RESULTS = "results.json"
 STEP_MARKER = ".reproduce-step.json"
 
 
-def code_version() -> str:
-    """``VERSION+HASH``: a hash of every source file of the installed package (a git-independent code version)."""
+def code_version(exclude: tuple[str, ...] = ()) -> str:
+    """``VERSION+HASH``: a hash of every source file of the installed package (a git-independent code version),
+    leaving out the subpackages named in ``exclude`` (e.g. ``report``: the steps do not run its code)."""
     root = Path(aot.__file__).parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in exclude:
+            continue
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return f"{aot.__version__}+{digest.hexdigest()[:10]}"
@@ -195,7 +200,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
-def run_part(part: Part, ctx: Context, code: str, echo: Callable[[str], None], label: str) -> Outcome:
+def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable[[str], None], label: str) -> Outcome:
     part_dir = ctx.part_dir
     try:
         plan = part.plan(ctx)
@@ -224,7 +229,8 @@ def run_part(part: Part, ctx: Context, code: str, echo: Callable[[str], None], l
         for name, text in plan.files.items():
             (part_dir / name).write_text(text)
         for i, step in enumerate(plan.steps, 1):
-            run_step(step, part_dir, _step_key(step, part_dir, plan, code), echo, f"{part.name} {i}/{len(plan.steps)}")
+            key_i = _step_key(step, part_dir, plan, step_code)
+            run_step(step, part_dir, key_i, echo, f"{part.name} {i}/{len(plan.steps)}")
         results = part.collect(part_dir, plan)
         results.setdefault("commands", commands)
         results.setdefault("preset", ctx.preset)
@@ -302,7 +308,7 @@ def run_parts(
     if preset not in PRESETS:
         raise AotError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
     selected = select_parts(parts, only)
-    code = code_version()
+    code, step_code = code_version(), code_version(exclude=("report",))
     cuda = cuda_device_count()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -314,7 +320,7 @@ def run_parts(
     try:
         for i, part in enumerate(selected, 1):
             outcomes[part.name] = Outcome(part.name, "interrupted")
-            outcomes[part.name] = run_part(part, context(part), code, echo, f"[{i}/{len(selected)}]")
+            outcomes[part.name] = run_part(part, context(part), code, step_code, echo, f"[{i}/{len(selected)}]")
             if on_progress:
                 on_progress(ordered())
     except KeyboardInterrupt:
