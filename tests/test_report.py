@@ -195,14 +195,16 @@ def test_ctrl_c_leaves_finished_parts_and_a_report(tiny_report, tmp_path):
         raise KeyboardInterrupt
 
     stop = Part("stop", "Interrupted", (), interrupt, lambda d, p: {}, lambda r, d: [])
+    later = _failing_part("later")
     written = []
     with pytest.raises(KeyboardInterrupt):
-        run_parts([theory, stop], "tiny", out, echo=lambda s: None, on_progress=lambda o: written.append(o))
+        run_parts([theory, stop, later], "tiny", out, echo=lambda s: None, on_progress=lambda o: written.append(o))
     states = [o.state for o in written[-1]]
-    assert states == ["skipped", "interrupted"]  # theory finished before: reused, still usable
-    _report([theory, stop], written[-1], out)
+    assert states == ["skipped", "interrupted", "not reached"]  # theory finished before: reused, still usable
+    _report([theory, stop, later], written[-1], out)
     sections = md_sections((out / "report.md").read_text())
-    assert "interrupted" in sections["stop"] and md_tables(sections["theory"])
+    assert "interrupted" in sections["stop"] and "stopped before it" in sections["later"]
+    assert md_tables(sections["theory"])
 
 
 def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):

@@ -20,6 +20,7 @@ STATE_WORDS = {
     "planned": "not run here (listed)",
     "interrupted": "interrupted (runs again next time)",
     "not selected": "not run (not selected by --only)",
+    "not reached": "not run (stopped before it)",
 }
 
 

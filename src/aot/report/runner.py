@@ -93,7 +93,8 @@ def part_key(part: Part, preset: str, plan: Plan, part_dir: Path, code: str) -> 
 @dataclass
 class Outcome:
     """What happened to a part: ``done`` (ran now), ``skipped`` (finished before, same key), ``failed``,
-    ``planned`` (cannot run here; commands listed), ``interrupted``, or ``not selected`` (``--only``)."""
+    ``planned`` (cannot run here; commands listed), ``interrupted``, ``not reached`` (stopped before it) or
+    ``not selected`` (``--only``)."""
 
     name: str
     state: str
@@ -316,6 +317,7 @@ def run_parts(
         return Context(preset, out / part.name, dict(data or {}), cuda)
 
     outcomes = {p.name: stored_outcome(p, context(p), code) for p in parts if p not in selected}
+    outcomes.update({p.name: Outcome(p.name, "not reached") for p in selected})
     ordered = lambda: [outcomes[p.name] for p in parts if p.name in outcomes]  # noqa: E731
     try:
         for i, part in enumerate(selected, 1):
