@@ -219,6 +219,15 @@ def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):
     assert not (tmp_path / "efficiency" / "bench").exists()  # nothing ran
 
 
+def test_dry_run_prints_every_command_and_runs_nothing(tmp_path, capsys):
+    assert main(["reproduce", "--preset", "full", "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert [line[:-1] for line in out.splitlines() if not line.startswith(" ")] == [p.name for p in all_parts()]
+    assert "aot denoise --learn" in out and "--model aot-mssa-l-cpu --corpus shakespeare" in out
+    assert "train.checkpoint_every=100" in out and " --resume" in out and "aot bench --out" in out
+    assert not (tmp_path / "r").exists()
+
+
 def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["reproduce", "--out", str(tmp_path), "--only", "nope"]) == 2
     assert "unknown part 'nope'" in capsys.readouterr().err

@@ -14,6 +14,7 @@ examples:
   aot reproduce                                   # quick: every part on a laptop CPU, about 20 minutes
   aot reproduce --preset quick --out benchmarks/report --screenshot
   aot reproduce --only theory lm                  # some parts; the others' earlier results are kept
+  aot reproduce --preset full --dry-run           # print the commands, run nothing
   aot reproduce --preset full --out runs/report-full          # a few CPU hours
   aot reproduce --preset paper --data openwebtext=hf:Skylion007/openwebtext   # GPUs; lists what it can't run
 
@@ -56,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "openwebtext=PATH|hf:NAME (paper preset); repeatable",
     )
     parser.add_argument(
+        "--dry-run", action="store_true", help="print the commands each part would run at this preset, run nothing"
+    )
+    parser.add_argument(
         "--screenshot",
         action="store_true",
         help="render index.html in headless chromium to DIR/index.png and check that every image loads",
@@ -75,7 +79,15 @@ def command_line(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from aot.report.build import write_report
     from aot.report.parts import all_parts
-    from aot.report.runner import code_version, format_seconds, git_commit, parse_data, run_parts
+    from aot.report.runner import (
+        code_version,
+        dry_run_lines,
+        format_seconds,
+        git_commit,
+        parse_data,
+        run_parts,
+        select_parts,
+    )
     from aot.runinfo import machine_info
 
     parts = all_parts()
@@ -96,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
             commit=commit,
         )
 
+    if args.dry_run:
+        for line in dry_run_lines(select_parts(parts, args.only), args.preset, out, data):
+            print(line)
+        return 0
     print(f"aot reproduce: preset {args.preset} -> {out}/report.md and index.html", flush=True)
     outcomes = run_parts(
         parts, args.preset, out, args.only, data, echo=lambda line: print(line, flush=True), on_progress=report

@@ -282,6 +282,17 @@ def select_parts(parts: list[Part], only: list[str] | None) -> list[Part]:
     return [p for p in parts if p.name in only]
 
 
+def dry_run_lines(parts: list[Part], preset: str, out: Path, data: dict[str, str]) -> list[str]:
+    """What ``--dry-run`` prints: each part's commands at ``preset`` and why it could not run here."""
+    cuda = cuda_device_count()
+    lines = []
+    for part in parts:
+        plan = part.plan(Context(preset, out / part.name, dict(data), cuda))
+        lines.append(f"{part.name}:" + (f" (not here: {'; '.join(plan.missing)})" if plan.missing else ""))
+        lines += [f"  {' '.join(step.command(out / part.name))}" for step in plan.steps]
+    return lines
+
+
 def parse_data(items: list[str] | None) -> dict[str, str]:
     """``["openwebtext=hf:Skylion007/openwebtext", "imagenet=/data/imagenet"]`` → a dict."""
     data = {}

@@ -134,7 +134,7 @@ def plot_val_curves(runs: list[dict[str, Any]], path: Path) -> Path:
                 label=f"{run['paper_model']} ({run['block']} L={run['n_layer']})")  # fmt: skip
     ax.axhline(runs[0]["bigram_val_loss"], color="grey", ls="--", lw=1, label="bigram (val)")
     ax.set_xlabel("training tokens")
-    ax.set_ylabel(f"val loss (nats / {runs[0]['tokenizer']} token)")
+    ax.set_ylabel(f"val loss (nats / token, {runs[0]['tokenizer']})")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
