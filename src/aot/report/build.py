@@ -35,7 +35,7 @@ def _machine_line(machine: dict[str, Any]) -> str:
 def _part_blocks(part: Part, outcome: Outcome, part_dir: Path) -> list[Block]:
     blocks: list[Block] = []
     when = f", finished {outcome.finished}" if outcome.finished else ""
-    took = f" in {format_seconds(outcome.seconds)}" if outcome.seconds else ""
+    took = f"; its commands took {format_seconds(outcome.command_seconds)}" if outcome.command_seconds else ""
     blocks.append(Paragraph(f"Status: **{STATE_WORDS.get(outcome.state, outcome.state)}**{took}{when}."))
     if outcome.has_results:
         try:
@@ -72,6 +72,8 @@ def build_document(
     by_name = {o.name: o for o in outcomes}
     shown = [p for p in parts if p.name in by_name]
     total = sum(o.seconds for o in outcomes if o.state == "done")
+    commands_total = sum(o.command_seconds for o in outcomes if o.has_results)
+    load = machine.get("load_average")
     intro: list[Block] = [
         Paragraph(
             f"Produced by `{command}` — preset **{preset}** ({PRESET_HELP[preset]}). Every table and figure is read "
@@ -81,7 +83,14 @@ def build_document(
         Paragraph(
             f"Written {machine['date']} on {_machine_line(machine)}. Code: aot {code}"
             + (f", git {commit}" if commit else "")
-            + f". Time spent running parts in this invocation: {format_seconds(total)}."
+            + f". The commands behind this report took {format_seconds(commands_total)} in all"
+            + (f" (this invocation: {format_seconds(total)})" if total < commands_total - 1 else "")
+            + (
+                f"; load average when written {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min)"
+                if load
+                else ""
+            )
+            + "."
         ),
         Table(
             "The parts of this report",
@@ -91,7 +100,7 @@ def build_document(
                     f"{p.title} (`{p.name}`)",
                     "; ".join(i.title for i in PAPER_ITEMS if i.key in p.paper_items),
                     STATE_WORDS.get(by_name[p.name].state, by_name[p.name].state),
-                    format_seconds(by_name[p.name].seconds) if by_name[p.name].seconds else "—",
+                    format_seconds(by_name[p.name].command_seconds) if by_name[p.name].command_seconds else "—",
                     by_name[p.name].finished or "—",
                 ]
                 for p in shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import textwrap
 from pathlib import Path
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             preset=args.preset,
             out=out,
             command=command,
-            machine=machine_info(),
+            machine={**machine_info(), "load_average": list(os.getloadavg())},
             code=code,
             commit=commit,
         )
@@ -117,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
         parts, args.preset, out, args.only, data, echo=lambda line: print(line, flush=True), on_progress=report
     )
     report(outcomes)
-    total = sum(o.seconds for o in outcomes if o.state == "done")
+    total = sum(o.command_seconds for o in outcomes if o.has_results)
     failed = [o.name for o in outcomes if o.state == "failed"]
-    print(f"wrote {out / 'report.md'} and {out / 'index.html'} ({format_seconds(total)} of runs)")
+    print(f"wrote {out / 'report.md'} and {out / 'index.html'} (its commands took {format_seconds(total)})")
     if args.screenshot:
         from aot.report.browser import check_page
 

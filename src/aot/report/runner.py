@@ -99,7 +99,8 @@ class Outcome:
     name: str
     state: str
     key: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of this part in the invocation that ran it
+    command_seconds: float = 0.0  # what its commands took when they ran (kept steps count their recorded time)
     finished: str = ""
     error: str = ""
     missing: list[str] = field(default_factory=list)
@@ -147,7 +148,8 @@ def _last_error_line(log: Path) -> str:
 
 
 def run_step(step: Step, part_dir: Path, key: str, echo: Callable[[str], None], label: str) -> float:
-    """Run one step unless its marker says it finished with this key; returns the seconds it ran (0 if skipped).
+    """Run one step unless its marker says it finished with this key; returns the seconds the command took
+    (for a kept step, the time recorded when it ran).
 
     The step's folder is ours only if it holds our marker: a folder there without one is an error, not
     something to overwrite. A folder with another key is removed (stale); a resumable step with the same key
@@ -161,7 +163,7 @@ def run_step(step: Step, part_dir: Path, key: str, echo: Callable[[str], None], 
         marker = json.loads(marker_path.read_text())
         if marker.get("key") == key and marker.get("state") == "done" and step.results_path(part_dir).is_file():
             echo(f"  {label}: {step.name} finished before, kept")
-            return 0.0
+            return float(marker.get("seconds", 0.0))
         if marker.get("key") != key or not step.resumable:
             shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -213,6 +215,7 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
     status = read_status(part_dir)
     if status.get("key") == key and status.get("state") == "done" and (part_dir / RESULTS).is_file():
         outcome.state, outcome.seconds, outcome.finished = "skipped", status.get("seconds", 0.0), status["finished"]
+        outcome.command_seconds = status.get("command_seconds", outcome.seconds)
         echo(f"{label} {part.name}: finished before ({outcome.finished}, key {key}), skipped")
         return outcome
     part_dir.mkdir(parents=True, exist_ok=True)
@@ -231,7 +234,7 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
             (part_dir / name).write_text(text)
         for i, step in enumerate(plan.steps, 1):
             key_i = _step_key(step, part_dir, plan, step_code)
-            run_step(step, part_dir, key_i, echo, f"{part.name} {i}/{len(plan.steps)}")
+            outcome.command_seconds += run_step(step, part_dir, key_i, echo, f"{part.name} {i}/{len(plan.steps)}")
         results = part.collect(part_dir, plan)
         results.setdefault("commands", commands)
         results.setdefault("preset", ctx.preset)
@@ -262,8 +265,16 @@ def stored_outcome(part: Part, ctx: Context, code: str) -> Outcome:
     status = read_status(ctx.part_dir)
     commands = [" ".join(step.command(ctx.part_dir)) for step in plan.steps]
     if status.get("key") == key and status.get("state") == "done" and (ctx.part_dir / RESULTS).is_file():
-        return Outcome(part.name, "skipped", key, status.get("seconds", 0.0), status.get("finished", ""),
-                       commands=commands)  # fmt: skip
+        seconds = status.get("seconds", 0.0)
+        return Outcome(
+            part.name,
+            "skipped",
+            key,
+            seconds,
+            status.get("command_seconds", seconds),
+            status.get("finished", ""),
+            commands=commands,
+        )
     return Outcome(part.name, "not selected", key, commands=commands, missing=list(plan.missing))
 
 
