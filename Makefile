@@ -17,7 +17,7 @@ install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (ed
 run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM (~5 min), write runs/lm
 	$(AOT) train lm --out runs/lm
 
-report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (~20 min)
+report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (~35 min)
 	$(AOT) reproduce --preset quick --out runs/report
 
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)
