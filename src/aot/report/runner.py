@@ -203,6 +203,12 @@ def _now() -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
+def _commands_finished(part_dir: Path, plan: Plan) -> str:
+    """When the part's last command finished (its step marker's time), else now."""
+    stamps = [m.stat().st_mtime for s in plan.steps if (m := s.out_dir(part_dir) / STEP_MARKER).is_file()]
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(stamps))) if stamps else _now()
+
+
 def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable[[str], None], label: str) -> Outcome:
     part_dir = ctx.part_dir
     try:
@@ -248,7 +254,7 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
         outcome.state = "failed"
         outcome.error = str(exc) if isinstance(exc, AotError) else f"{type(exc).__name__}: {exc}"
     outcome.seconds = time.perf_counter() - start
-    outcome.finished = _now()
+    outcome.finished = _commands_finished(part_dir, plan) if outcome.state == "done" else _now()
     _write_json(part_dir / STATUS, asdict(outcome))
     verdict = "done" if outcome.state == "done" else f"FAILED: {outcome.error}"
     echo(f"{label} {part.name}: {verdict} ({format_seconds(outcome.seconds)})")
