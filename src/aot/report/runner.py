@@ -48,7 +48,8 @@ def code_version(exclude: tuple[str, ...] = ()) -> str:
 
 
 def git_commit() -> str | None:
-    """The checkout's commit (with ``-dirty`` when tracked files changed), or None outside a git checkout."""
+    """The checkout's commit (with ``-dirty`` when the package's tracked sources changed), or None outside a git
+    checkout. Other files (a report being rewritten, docs) do not make it dirty."""
     root = Path(aot.__file__).resolve().parents[2]
     try:
         head = subprocess.run(
@@ -57,7 +58,16 @@ def git_commit() -> str | None:
         if head.returncode != 0:
             return None
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(root),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                str(Path(aot.__file__).parent),
+            ],
             capture_output=True,
             text=True,
             timeout=10,
