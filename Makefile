@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 AOT := $(VENV)/bin/aot
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-all lint typecheck check clean
+.PHONY: install run report test test-all lint typecheck check clean
 
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,9 @@ install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (ed
 
 run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM (~5 min), write runs/lm
 	$(AOT) train lm --out runs/lm --resume auto
+
+report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (~35 min)
+	$(AOT) reproduce --preset quick --out runs/report
 
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)
 	$(PY) -m pytest

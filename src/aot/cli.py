@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "aot.export_cli",
     "aot.theory.cli",
     "aot.bench.cli",
+    "aot.report.cli",
 ]
 
 

@@ -1,0 +1,128 @@
+"""What a part of the report is: the commands it runs at a preset's size, how it gathers their outputs into
+one ``results.json``, and how it renders that file into tables and figures beside the paper's numbers.
+
+A part never computes anything itself: each :class:`Step` is an ``aot`` command (the same one a user would
+type, shown verbatim in the report), run as a subprocess into ``DIR/PART/STEP``. ``collect`` reads the steps'
+own ``results.json`` files and writes the part's; ``render`` reads only the part's ``results.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aot.report.document import Block
+
+PRESETS = ("tiny", "quick", "full", "paper")
+PRESET_HELP = {
+    "tiny": "for tests: seconds per part, numbers mean nothing",
+    "quick": "every part at a small size: 34 minutes measured on 2 shared CPU cores (aim: 20)",
+    "full": "a few CPU hours: the recorded CPU-scale benchmarks",
+    "paper": "the paper's scale: 102M-182M models on OpenWebText / ImageNet with torchrun on GPUs",
+}
+
+
+@dataclass
+class Context:
+    """What a part's plan may depend on: the preset, the data sets the user named (``--data NAME=PATH``),
+    the GPUs present, and the part's folder."""
+
+    preset: str
+    part_dir: Path
+    data: dict[str, str] = field(default_factory=dict)
+    cuda_devices: int = 0
+
+
+@dataclass
+class Step:
+    """One command: ``aot ARGV`` (prefixed by ``launcher``, e.g. torchrun) writing into ``PART/out``.
+
+    ``argv`` holds the options after ``aot``; ``--out PART/NAME`` is added. ``resumable``: an interrupted step
+    of the same config is continued (the command gets ``--resume``) rather than restarted. ``results``: the
+    file the command writes, relative to its ``--out`` (the step counts as finished when it exists).
+    """
+
+    name: str
+    argv: list[str]
+    launcher: list[str] = field(default_factory=list)
+    resumable: bool = False
+    results: str = "results.json"  # where the command writes its results, inside its --out
+
+    def results_path(self, part_dir: Path) -> Path:
+        return self.out_dir(part_dir) / self.results
+
+    def out_dir(self, part_dir: Path) -> Path:
+        return part_dir / self.name
+
+    def options(self, part_dir: Path) -> list[str]:
+        """The options after ``aot``: the step's own, then ``--out PART/NAME`` (and ``--resume``)."""
+        return [*self.argv, "--out", str(self.out_dir(part_dir)), *(["--resume"] if self.resumable else [])]
+
+    def command(self, part_dir: Path) -> list[str]:
+        """The command as a user would type it (``aot ...`` or ``torchrun ... -m aot.cli ...``)."""
+        if self.launcher:
+            return [*self.launcher, "-m", "aot.cli", *self.options(part_dir)]
+        return ["aot", *self.options(part_dir)]
+
+
+@dataclass
+class Plan:
+    """A part's work at one preset. ``settings``: what the preset chose (sizes, models), part of the key;
+    ``files``: name → text written into the part folder before the steps run (configs the steps read);
+    ``missing``: why it cannot run here (no GPU, data not given) — then the report lists the commands only."""
+
+    steps: list[Step]
+    settings: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One section of the report.
+
+    name: folder and ``--only`` name; title: the section's heading; paper_items: keys of
+    :data:`aot.report.paper_numbers.PAPER_ITEMS` it sits beside; plan(ctx): the steps at a preset;
+    collect(part_dir, plan) → the part's results dict (written to ``PART/results.json``); render(results,
+    part_dir) → the section's blocks (tables beside the paper's numbers, figures, what differs from the paper).
+    """
+
+    name: str
+    title: str
+    paper_items: tuple[str, ...]
+    plan: Callable[[Context], Plan]
+    collect: Callable[[Path, Plan], dict[str, Any]]
+    render: Callable[[dict[str, Any], Path], list[Block]]
+
+
+def read_step_results(part_dir: Path, plan: Plan, name: str) -> dict[str, Any]:
+    """The ``results.json`` a step of ``plan`` wrote."""
+    import json
+
+    step = next(s for s in plan.steps if s.name == name)
+    return json.loads(step.results_path(part_dir).read_text())
+
+
+def existing_figures(part_dir: Path, candidates: dict[str, str]) -> dict[str, str]:
+    """``{relative path: caption}`` of the candidate figures that exist (relative to ``part_dir``)."""
+    return {rel: caption for rel, caption in candidates.items() if (part_dir / rel).is_file()}
+
+
+def figure_blocks(results: dict[str, Any], part_dir: Path) -> list[Block]:
+    """The figures a part's ``collect`` listed in ``results["figures"]`` (relative path → caption)."""
+    from aot.report.document import Figure
+
+    return [Figure(part_dir / rel, caption) for rel, caption in results.get("figures", {}).items()]
+
+
+def fmt_count(n: float) -> str:
+    """A count for a table cell: 1.58M, 614k, 96."""
+    if abs(n) >= 1e9:
+        return f"{n / 1e9:.2f}B"
+    if abs(n) >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    if abs(n) >= 1e3:
+        return f"{n / 1e3:.1f}k"
+    return f"{n:g}"

@@ -1,0 +1,225 @@
+"""Part ``lm``: the paper's four language models (GPT-2 Base, AoT-MHSA-L Base, AoT-MSSA-L Base and Medium) trained
+with ``aot train lm`` at the preset's size, their val / test loss and the gap to GPT-2 beside the paper's.
+
+CPU presets keep the paper's proportions at a small size: the three Base models at matched non-embedding
+parameters (attention-only models get the extra depth), and Medium at about twice AoT-MSSA Base's parameters
+with a wider model (the paper's 182M against 102M: 2.1× the non-embedding parameters). ``paper`` is the
+paper's recipe on OpenWebText with GPT-2 BPE under torchrun; it needs GPUs and ``--data openwebtext=...``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aot.report.document import Block, Bullets, Figure, Paragraph, Table
+from aot.report.paper_numbers import LM_BASELINE, LM_MODELS, LM_RECIPE, lm_gap
+from aot.report.part import Context, Part, Plan, Step, fmt_count, read_step_results
+
+# paper model -> (our preset, model overrides) per CPU preset; the paper preset uses the paper-scale presets
+CPU_MODELS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
+    "tiny": {
+        "GPT-2 Base": ("gpt2-cpu", {"n_layer": 1, "n_embd": 32}),
+        "AoT-MSSA-L Base": ("aot-mssa-l-cpu", {"n_layer": 2, "n_embd": 32}),
+    },
+    "quick": {  # 1.58M non-embedding parameters each; Medium 3.26M (2.06×)
+        "GPT-2 Base": ("gpt2-cpu", {"n_layer": 2}),
+        "AoT-MHSA-L Base": ("aot-mhsa-l-cpu", {"n_layer": 6}),
+        "AoT-MSSA-L Base": ("aot-mssa-l-cpu", {"n_layer": 12}),
+        "AoT-MSSA-L Medium": ("aot-mssa-l-cpu", {"n_layer": 11, "n_embd": 384, "n_head": 6}),
+    },
+    "full": {  # 4.75M non-embedding parameters each (as benchmarks/lm); Medium 9.77M (2.06×)
+        "GPT-2 Base": ("gpt2-cpu", {}),
+        "AoT-MHSA-L Base": ("aot-mhsa-l-cpu", {}),
+        "AoT-MSSA-L Base": ("aot-mssa-l-cpu", {}),
+        "AoT-MSSA-L Medium": ("aot-mssa-l-cpu", {"n_layer": 33, "n_embd": 384, "n_head": 6}),
+    },
+}
+# training options per CPU preset (the cpu-bench recipe: AdamW, lr 1e-3, warm-up, cosine, bf16 autocast)
+CPU_TRAIN: dict[str, list[str]] = {
+    "tiny": ["--steps", "4", "--set", "model.block_size=32", "--set", "train.eval_every=2",
+             "--set", "eval.periodic_windows=4", "--set", "eval.final_windows=8"],
+    "quick": ["--steps", "300", "--set", "model.block_size=128", "--set", "train.eval_every=50"],
+    "full": ["--steps", "1000", "--set", "train.eval_every=100", "--set", "train.checkpoint_every=100"],
+}  # fmt: skip
+
+
+def _slug(name: str) -> str:
+    return name.lower().replace(" ", "-")
+
+
+def _paper_steps(ctx: Context) -> tuple[list[Step], list[str]]:
+    """The paper's recipe at the paper's scale: torchrun over the GPUs present (8 when none)."""
+    gpus = ctx.cuda_devices or 8
+    corpus = ctx.data.get("openwebtext", "OPENWEBTEXT")
+    per_gpu = 12
+    accumulation = max(1, round(LM_RECIPE["tokens_per_step"] / (per_gpu * 1024 * gpus)))
+    train = [
+        "--preset", "gpu-base", "--corpus", corpus, "--tokenizer", "gpt2",
+        "--steps", str(LM_RECIPE["steps"]), "--batch-size", str(per_gpu * gpus * accumulation),
+        "--lr", str(LM_RECIPE["lr"]), "--set", f"train.micro_batch_size={per_gpu}",
+        "--set", f"train.warmup_steps={LM_RECIPE['warmup_steps']}", "--set", "train.min_lr_ratio=0.1",
+        "--set", "model.block_size=1024", "--set", "train.checkpoint_every=2000", "--set", "train.eval_every=2000",
+    ]  # fmt: skip
+    launcher = ["torchrun", f"--nproc_per_node={gpus}"]
+    steps = [Step(_slug(m.name), ["train", "lm", "--model", m.preset, *train], launcher, True) for m in LM_MODELS]
+    missing = []
+    if not ctx.cuda_devices:
+        missing.append("no CUDA GPU here: the paper's models (102M-182M, 600k steps of ~0.5M tokens) need GPUs")
+    if "openwebtext" not in ctx.data:
+        missing.append("no OpenWebText given: pass --data openwebtext=PATH (a .txt file or folder) or hf:NAME")
+    return steps, missing
+
+
+def plan(ctx: Context) -> Plan:
+    if ctx.preset == "paper":
+        steps, missing = _paper_steps(ctx)
+        return Plan(steps, settings={"models": {m.name: m.preset for m in LM_MODELS}}, missing=missing)
+    corpus = ctx.data.get("text", "shakespeare")
+    steps = []
+    for name, (preset, overrides) in CPU_MODELS[ctx.preset].items():
+        argv = ["train", "lm", "--preset", "cpu-bench", "--model", preset, "--corpus", corpus, "--tokenizer", "bytes"]
+        for k, v in overrides.items():
+            argv += ["--set", f"model.{k}={v}"]
+        argv += [*CPU_TRAIN[ctx.preset], "--set", "train.progress=false"]
+        steps.append(Step(_slug(name), argv, resumable=ctx.preset == "full"))
+    models = {name: [preset, overrides] for name, (preset, overrides) in CPU_MODELS[ctx.preset].items()}
+    return Plan(steps, settings={"models": models, "corpus": corpus})
+
+
+def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
+    runs = []
+    for name in plan.settings["models"]:
+        r = read_step_results(part_dir, plan, _slug(name))
+        runs.append(
+            {
+                "paper_model": name,
+                "step": _slug(name),
+                "preset": r["config"]["model"]["preset"],
+                "block": r["model"]["block"],
+                "n_layer": r["model"]["n_layer"],
+                "n_embd": r["model"]["n_embd"],
+                "non_embedding_params": r["model"]["non_embedding_params"],
+                "tokens": r["train"]["tokens"],
+                "tokens_per_step": r["train"]["tokens"] / max(r["train"]["steps"], 1),
+                "val_loss": r["val"]["loss"],
+                "test_loss": r["test"]["loss"],
+                "val_nats_per_byte": r["val"]["nats_per_byte"],
+                "bigram_val_loss": r["baselines"]["val"]["bigram"]["loss"],
+                "unigram_val_loss": r["baselines"]["val"]["unigram"]["loss"],
+                "tokens_per_second": r["train"]["tokens_per_second"],
+                "train_seconds": r["train"]["train_seconds"],
+                "evals": [{"step": e["step"], "val_loss": e["val_loss"]} for e in r["train"]["evals"]],
+                "tokenizer": r["data"]["tokenizer"],
+                "corpus": r["config"]["data"]["corpus"],
+                "context": r["config"]["model"].get("block_size"),
+                "machine": r["machine"],
+            }
+        )
+    plot_val_curves(runs, part_dir / "val_loss.png")
+    return {"runs": runs, "figures": {"val_loss.png": "Validation loss during training, every model"}}
+
+
+def plot_val_curves(runs: list[dict[str, Any]], path: Path) -> Path:
+    """Validation loss against training tokens for every run, with the bigram as a reference line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run in runs:
+        xs = [e["step"] * run["tokens_per_step"] for e in run["evals"]]
+        ax.plot(xs, [e["val_loss"] for e in run["evals"]], marker="o", ms=3,
+                label=f"{run['paper_model']} ({run['block']} L={run['n_layer']})")  # fmt: skip
+    ax.axhline(runs[0]["bigram_val_loss"], color="grey", ls="--", lw=1, label="bigram (val)")
+    ax.set_xlabel("training tokens")
+    ax.set_ylabel(f"val loss (nats / token, {runs[0]['tokenizer']})")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
+    runs = results["runs"]
+    paper = {m.name: m for m in LM_MODELS}
+    base = next((r["val_loss"] for r in runs if r["paper_model"] == LM_BASELINE), None)
+    rows = []
+    for r in runs:
+        gap = (
+            "—" if base is None or r["paper_model"] == LM_BASELINE else f"{100 * (r['val_loss'] - base) / base:+.1f} %"
+        )
+        p = paper[r["paper_model"]]
+        paper_gap = "—" if p.name == LM_BASELINE else f"{100 * lm_gap(p.name):+.1f} %"
+        rows.append(
+            [
+                p.name,
+                f"`{r['preset']}` {r['n_layer']} × {r['n_embd']}",
+                fmt_count(r["non_embedding_params"]),
+                fmt_count(r["tokens"]),
+                f"{r['val_loss']:.3f}",
+                f"{r['test_loss']:.3f}",
+                gap,
+                "yes" if r["val_loss"] < r["bigram_val_loss"] else "no",
+                p.params,
+                f"{p.val_loss:.2f}",
+                paper_gap,
+            ]
+        )
+    first = runs[0]
+    table = Table(
+        f"Val / test loss in nats per token ({first['tokenizer']} tokenizer) on {first['corpus']} (ours) beside the "
+        "paper's final val loss on OpenWebText (nats per GPT-2 BPE token); gap = relative to GPT-2's val loss",
+        [
+            "paper's model",
+            "ours",
+            "non-emb. params",
+            "tokens",
+            "val loss",
+            "test loss",
+            "gap to GPT-2",
+            "beats bigram",
+            "paper: params",
+            "paper: val loss",
+            "paper: gap",
+        ],
+        rows,
+    )
+    bigram = ", ".join(sorted({f"{r['bigram_val_loss']:.3f}" for r in runs}))
+    blocks: list[Block] = [
+        table,
+        Paragraph(
+            f"Reference points on val (fitted on train): bigram {bigram}, unigram {first['unigram_val_loss']:.3f} "
+            f"nats/token. Training speed: "
+            + ", ".join(f"{r['paper_model']} {r['tokens_per_second']:,.0f} tok/s" for r in runs)
+            + " (a shared machine: read ±30 %)."
+        ),
+        *[Figure(part_dir / rel, caption) for rel, caption in results["figures"].items()],
+    ]
+    paper_tokens = LM_RECIPE["steps"] * LM_RECIPE["tokens_per_step"]
+    differences = [
+        f"Data: {first['corpus']} with the {first['tokenizer']} tokenizer, not OpenWebText with GPT-2 BPE, so the "
+        "losses are in other units and only the gaps to GPT-2 compare.",
+        f"Scale: {fmt_count(min(r['non_embedding_params'] for r in runs))}-"
+        f"{fmt_count(max(r['non_embedding_params'] for r in runs))} non-embedding parameters and "
+        f"{fmt_count(first['tokens'])} training tokens each, against 102M-182M parameters and "
+        f"{paper_tokens / 1e9:.0f}B tokens: these runs sit at the very start of training.",
+        f"Context {first['context']} (the paper: {LM_RECIPE['context']}); one seed; the paper's exact depths and "
+        "widths are not published (ours are chosen to match its parameter counts).",
+    ]
+    if not all(r["val_loss"] < r["bigram_val_loss"] for r in runs):
+        differences.append("Some models have not beaten the bigram yet: their gaps say little.")
+    return [*blocks, Paragraph("What differs from the paper:"), Bullets(differences)]
+
+
+PART = Part(
+    name="lm",
+    title="Language modelling: AoT against GPT-2",
+    paper_items=("lm-val-loss",),
+    plan=plan,
+    collect=collect,
+    render=render,
+)

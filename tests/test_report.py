@@ -1,0 +1,294 @@
+"""`aot reproduce` end to end at the tiny preset: every section, table and figure present, the numbers in the
+tables are the ones in the parts' results.json, finished parts are skipped, a failing part is reported, Ctrl-C
+leaves a usable report, the paper preset lists what it cannot run, and the page renders in headless chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aot.cli import main
+from aot.errors import AotError
+from aot.report import paper_numbers
+from aot.report.browser import check_page, external_references, find_browser
+from aot.report.build import write_report
+from aot.report.document import (
+    Bullets,
+    Code,
+    Document,
+    Figure,
+    Paragraph,
+    Section,
+    Table,
+    inline_html,
+    to_html,
+    to_markdown,
+)
+from aot.report.part import Context, Part, Plan, Step
+from aot.report.parts import all_parts
+from aot.report.runner import RESULTS, STATUS, run_parts
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+# table columns that hold words; every other cell is a number, "a → b", or "—"
+TEXT_COLUMNS = {"model", "paper's model", "ours", "conditions: layer 0 / all layers", "beats bigram", "same tokens",
+                "paper: attention params per layer", "layer"}  # fmt: skip
+NUMBER = re.compile(r"^[+-]?[\d,]*\.?\d+(?:[eE][+-]?\d+)?\s*(?:%|×|[kMB]|MiB)?$")
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory):
+    """One tiny report for the module: every registered part, the sonnets as the text corpus."""
+    root = tmp_path_factory.mktemp("report")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AOT_DATA", str(root / "data"))
+    out = root / "report"
+    code = main(["reproduce", "--preset", "tiny", "--out", str(out), "--data", f"text={FIXTURE}"])
+    mp.undo()
+    assert code == 0
+    return out
+
+
+def md_sections(text: str) -> dict[str, str]:
+    """``## Title <a id="key"></a>`` → the section's text, by key."""
+    parts = re.split(r'^## .*<a id="([\w-]+)"></a>$', text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def md_tables(text: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table as a list of {header: cell} rows."""
+    tables, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|---") and i > 0:
+            header = [h.strip() for h in lines[i - 1].strip("|").split(" | ")]
+            rows = []
+            for row in lines[i + 1 :]:
+                if not row.startswith("| "):
+                    break
+                rows.append(dict(zip(header, (c.strip() for c in row.strip().strip("|").split(" | ")))))
+            tables.append(rows)
+    return tables
+
+
+def test_every_part_has_its_section_tables_and_figures(tiny_report):
+    text = (tiny_report / "report.md").read_text()
+    sections = md_sections(text)
+    assert list(sections) == [p.name for p in all_parts()]
+    for name, body in sections.items():
+        assert "Status: **done**" in body, name
+        assert md_tables(body), f"{name}: no table"
+        assert "What differs from the paper:" in body, name
+        figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", body)
+        assert figures, f"{name}: no figure"
+        for rel in figures:
+            assert (tiny_report / rel).stat().st_size > 1000, rel
+        results = json.loads((tiny_report / name / RESULTS).read_text())
+        assert results["commands"] and all(c.startswith("aot ") for c in results["commands"])
+        assert all(c in body for c in results["commands"])  # the command behind every number is shown
+    summary = md_tables(text.split("\n## ")[0])[0]
+    assert [row["status"] for row in summary] == ["done"] * len(sections)
+
+
+def test_table_numbers_parse_and_come_from_results_json(tiny_report):
+    sections = md_sections((tiny_report / "report.md").read_text())
+    for name, body in sections.items():
+        for table in md_tables(body):
+            for row in table:
+                for header, cell in row.items():
+                    if header in TEXT_COLUMNS:
+                        continue
+                    for value in re.split(r" → ", cell):
+                        assert value == "—" or NUMBER.match(value), f"{name}: {header} = {cell!r}"
+    lm = json.loads((tiny_report / "lm" / RESULTS).read_text())
+    lm_table = md_tables(sections["lm"])[0]
+    paper = {m.name: m for m in paper_numbers.LM_MODELS}
+    for run, row in zip(lm["runs"], lm_table):
+        assert row["paper's model"] == run["paper_model"]
+        assert float(row["val loss"]) == pytest.approx(run["val_loss"], abs=5e-4)
+        assert float(row["test loss"]) == pytest.approx(run["test_loss"], abs=5e-4)
+        assert float(row["paper: val loss"]) == paper[run["paper_model"]].val_loss
+    mssa = next(row for row in lm_table if row["paper's model"] == "AoT-MSSA-L Base")
+    assert mssa["paper: gap"] == f"{100 * (3.18 - 2.85) / 2.85:+.1f} %"
+    theory = json.loads((tiny_report / "theory" / RESULTS).read_text())
+    for r, row in zip(theory["summary"], md_tables(sections["theory"])[0]):
+        assert float(row["mean factor per layer"]) == pytest.approx(r["mean_factor"], abs=5e-5)
+        assert float(row["1 + ητ (Theorem 1)"]) == pytest.approx(r["predicted_factor"], abs=5e-5)
+        if r["delta"] in paper_numbers.THEOREM1_SNR:
+            first, last = paper_numbers.THEOREM1_SNR[r["delta"]]
+            assert row["paper: SNR first → last"] == f"{first:.2f} → {last:.2f}"
+    eff = json.loads((tiny_report / "efficiency" / RESULTS).read_text())
+    eff_rows = [row for table in md_tables(sections["efficiency"])[:2] for row in table]
+    assert len(eff_rows) == len(eff["models"])
+    for r, row in zip(eff["models"], eff_rows):
+        assert row["model"] == r["label"]
+        assert float(row["train tok/s"].replace(",", "")) == pytest.approx(r["train_tokens_per_s"], abs=0.5)
+        d2 = paper_numbers.PARAMS_PER_LAYER_D2.get(r["label"])
+        assert row["paper: attention params per layer"] == (f"{d2} d²" if d2 else "—")
+
+
+def test_html_is_self_contained_with_every_figure_embedded(tiny_report):
+    page = (tiny_report / "index.html").read_text()
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (tiny_report / "report.md").read_text())
+    assert page.count('<img src="data:image/png;base64,') == len(figures) > 0
+    assert external_references(page) == []
+    md = (tiny_report / "report.md").read_text()
+    assert page.count("<table>") == len(re.findall(r"^\|---", md, flags=re.M)) > 0
+
+
+def test_rerun_skips_finished_parts(tiny_report, capsys):
+    stamps = {p.name: (tiny_report / p.name / RESULTS).stat().st_mtime_ns for p in all_parts()}
+    assert main(["reproduce", "--preset", "tiny", "--out", str(tiny_report), "--data", f"text={FIXTURE}"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("finished before") == len(stamps) and "command(s)" not in out
+    assert stamps == {p.name: (tiny_report / p.name / RESULTS).stat().st_mtime_ns for p in all_parts()}
+    # another preset is another config: the part runs again (its plan differs), not reused
+    status = json.loads((tiny_report / "theory" / STATUS).read_text())
+    assert status["state"] == "done" and status["key"]
+
+
+def _failing_part(name: str = "broken") -> Part:
+    """A part whose command fails with a one-line aot error."""
+
+    def plan(ctx: Context) -> Plan:
+        return Plan([Step("main", ["denoise", "--threads", "0"])])
+
+    return Part(name, "A part that fails", (), plan, lambda d, p: {}, lambda r, d: [])
+
+
+def _report(parts, outcomes, out):
+    return write_report(parts, outcomes, preset="tiny", out=out, command="test", machine=_machine(), code="x",
+                        commit=None)  # fmt: skip
+
+
+def _machine():
+    from aot.runinfo import machine_info
+
+    return machine_info()
+
+
+def test_a_failing_part_is_reported_and_the_others_still_run(tiny_report, tmp_path, monkeypatch):
+    out = tmp_path / "report"
+    shutil.copytree(tiny_report, out)  # the real parts are finished there (keys do not depend on the folder)
+    theory = next(p for p in all_parts() if p.name == "theory")
+    shutil.rmtree(out / "theory")  # so theory runs again, after the failing part
+    monkeypatch.setenv("AOT_DATA", str(tmp_path / "data"))
+    parts = [_failing_part(), theory]
+    lines: list[str] = []
+    outcomes = run_parts(parts, "tiny", out, echo=lines.append)
+    assert [o.state for o in outcomes] == ["failed", "done"]
+    assert "--threads 0 must be at least 1" in outcomes[0].error
+    _report(parts, outcomes, out)
+    sections = md_sections((out / "report.md").read_text())
+    assert "FAILED" in sections["broken"] and "--threads 0 must be at least 1" in sections["broken"]
+    assert "Status: **done**" in sections["theory"] and md_tables(sections["theory"])
+
+
+def test_ctrl_c_leaves_finished_parts_and_a_report(tiny_report, tmp_path):
+    out = tmp_path / "report"
+    shutil.copytree(tiny_report, out)
+    theory = next(p for p in all_parts() if p.name == "theory")
+
+    def interrupt(ctx: Context) -> Plan:
+        raise KeyboardInterrupt
+
+    stop = Part("stop", "Interrupted", (), interrupt, lambda d, p: {}, lambda r, d: [])
+    later = _failing_part("later")
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        run_parts([theory, stop, later], "tiny", out, echo=lambda s: None, on_progress=lambda o: written.append(o))
+    states = [o.state for o in written[-1]]
+    assert states == ["skipped", "interrupted", "not reached"]  # theory finished before: reused, still usable
+    _report([theory, stop, later], written[-1], out)
+    sections = md_sections((out / "report.md").read_text())
+    assert "interrupted" in sections["stop"] and "stopped before it" in sections["later"]
+    assert md_tables(sections["theory"])
+
+
+def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):
+    code = main(["reproduce", "--preset", "paper", "--out", str(tmp_path), "--only", "lm", "efficiency"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "not run here" in out and "torchrun --nproc_per_node=8 -m aot.cli train lm --model aot-mssa-l-medium" in out
+    report = (tmp_path / "report.md").read_text()
+    sections = md_sections(report)
+    assert "no OpenWebText given" in sections["lm"] and "no CUDA GPU here" in sections["efficiency"]
+    assert "not run (not selected by --only)" in sections["theory"]
+    assert not (tmp_path / "efficiency" / "bench").exists()  # nothing ran
+
+
+def test_dry_run_prints_every_command_and_runs_nothing(tmp_path, capsys):
+    assert main(["reproduce", "--preset", "full", "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert [line[:-1] for line in out.splitlines() if not line.startswith(" ")] == [p.name for p in all_parts()]
+    assert "aot denoise --learn" in out and "--model aot-mssa-l-cpu --corpus shakespeare" in out
+    assert "train.checkpoint_every=100" in out and " --resume" in out and "aot bench --out" in out
+    assert not (tmp_path / "r").exists()
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "nope"]) == 2
+    assert "unknown part 'nope'" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(tmp_path), "--data", "openwebtext"]) == 2
+    assert "must look like NAME=PATH" in capsys.readouterr().err
+
+
+def test_a_folder_not_written_by_reproduce_is_not_overwritten(tmp_path):
+    theory = next(p for p in all_parts() if p.name == "theory")
+    (tmp_path / "theory" / "main").mkdir(parents=True)
+    (tmp_path / "theory" / "main" / "mine.txt").write_text("keep me")
+    [outcome] = run_parts([theory], "tiny", tmp_path, echo=lambda s: None)
+    assert outcome.state == "failed" and "was not written by aot reproduce" in outcome.error
+    assert (tmp_path / "theory" / "main" / "mine.txt").read_text() == "keep me"
+
+
+def test_markdown_and_html_renderings(tmp_path):
+    png = tmp_path / "f.png"
+    shutil.copy(Path(__file__).resolve().parents[1] / "benchmarks" / "denoise" / "snr_per_layer.png", png)
+    doc = Document(
+        "T",
+        [Paragraph("a <b> `x<y` **z**")],
+        [Section("s", "S", [Table("c", ["a|b", "n"], [["1", "2"]]), Figure(png, "fig"), Bullets(["i"]), Code("<x>")])],
+    )
+    md = to_markdown(doc, tmp_path)
+    assert "| a\\|b | n |" in md and "![fig](f.png)" in md and "```\n<x>\n```" in md
+    page = to_html(doc)
+    assert "a &lt;b&gt; <code>x&lt;y</code> <b>z</b>" in page and "&lt;x&gt;" in page
+    assert inline_html("`a` & **b**") == "<code>a</code> &amp; <b>b</b>"
+    with pytest.raises(ValueError, match="cells"):
+        Table("bad", ["a", "b"], [["1"]])
+
+
+def test_paper_numbers_are_consistent():
+    assert paper_numbers.lm_gap("AoT-MSSA-L Base") == pytest.approx((3.18 - 2.85) / 2.85)
+    assert paper_numbers.lm_gap("AoT-MHSA-L Base") == pytest.approx(0.0316, abs=1e-4)
+    from aot.models import PRESETS
+
+    assert all(m.preset in PRESETS for m in paper_numbers.LM_MODELS)
+    assert all(v.preset in PRESETS for v in paper_numbers.IMAGENET)
+    for part in all_parts():
+        keys = {i.key for i in paper_numbers.PAPER_ITEMS if i.part == part.name}
+        assert set(part.paper_items) == keys, part.name
+
+
+def test_page_renders_in_headless_chromium(tiny_report, tmp_path):
+    if find_browser() is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    check = check_page(tiny_report / "index.html", tmp_path / "index.png")
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (tiny_report / "report.md").read_text())
+    assert check.images == len(figures) and check.console == []
+    assert check.screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and check.screenshot.stat().st_size > 10_000
+
+
+def test_chromium_check_catches_a_broken_image_and_an_external_resource(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text('<html><body><img src="https://example.com/x.png"></body></html>')
+    with pytest.raises(AotError, match="not self-contained"):
+        check_page(page, tmp_path / "p.png")
+    if find_browser() is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    page.write_text('<html><body><img src="data:image/png;base64,AAAA"></body></html>')
+    with pytest.raises(AotError, match="1 of 1 images did not load"):
+        check_page(page, tmp_path / "p.png")
