@@ -26,6 +26,7 @@ from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
+from aot.eval.runs import save_tokenizer
 from aot.models import build_model
 from aot.runinfo import machine_info
 from aot.train import experiment
@@ -203,6 +204,7 @@ def train_lm(run: LMRun, out_dir: str | Path, device_name: str = "auto", seed: i
         )
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        save_tokenizer(data.tokenizer, out)  # the run folder loads on its own (aot eval lm, aot sample)
         plot_loss_curve(out, results)
     return results
 
