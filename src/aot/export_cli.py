@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-EXPORT_FORMAT_MODULES: list[str] = []
+EXPORT_FORMAT_MODULES: list[str] = ["aot.export_hf_cli"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

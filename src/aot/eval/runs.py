@@ -86,12 +86,31 @@ def load_tokenizer(run_dir: Path) -> Tokenizer:
     return get_tokenizer(name)
 
 
+def load_model(folder: Path) -> AotModel:
+    """Our model from ``folder``: saved by ``save_pretrained`` / a checkpoint, or an ``aot export hf`` folder (HF
+    config with our config under ``aot``, weights prefixed ``aot.``); transformers is not needed for either."""
+    config = json.loads((folder / CONFIG_NAME).read_text())
+    if config.get("model_type") != "aot":
+        return AotModel.from_pretrained(folder)
+    from safetensors.torch import load_file
+
+    from aot.config import ModelConfig
+    from aot.models import build_model
+
+    model = build_model(ModelConfig.from_dict(config["aot"]))
+    state = {k.removeprefix("aot."): v for k, v in load_file(str(folder / WEIGHTS_NAME)).items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if set(missing) - {"lm_head.weight"} or unexpected:  # the output head is tied to the token embedding
+        raise AotError(f"{str(folder)!r}: weights do not match the config (missing {missing[:3]}, extra {unexpected[:3]})")
+    return model
+
+
 def load_lm_run(run_dir: str | Path, device: str = "cpu") -> LMRunFolder:
     """The model (eval mode, on ``device``) and tokenizer of a run or export folder."""
     path = Path(run_dir)
     if not path.is_dir():
         raise AotError(f"run folder {str(path)!r} does not exist")
-    model = AotModel.from_pretrained(model_folder(path))
+    model = load_model(model_folder(path))
     if not isinstance(model, CausalLM):
         raise AotError(f"{str(path)!r} holds a {model.cfg.task!r} model, not a language model")
     tokenizer = load_tokenizer(path)

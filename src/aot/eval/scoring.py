@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,9 +56,9 @@ class Scored:
 Scorer = Callable[[Sequence[Request]], list[Scored]]
 
 
-def model_logits(model: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-    """Logits (B, T, V) of ``model(idx)`` whatever the return convention (tensor, tuple, ``.logits``)."""
-    out = model(idx)
+def model_logits(model: nn.Module, idx: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    """Logits (B, T, V) of ``model(idx, **kwargs)`` whatever the return convention (tensor, tuple, ``.logits``)."""
+    out = model(idx, **kwargs)
     if isinstance(out, torch.Tensor):
         return out
     if isinstance(out, tuple | list):
