@@ -106,7 +106,8 @@ def test_lambada_on_a_hand_built_model() -> None:
     assert scores["acc_all_tokens"] == pytest.approx(2 / 4)
     assert scores["acc_last_token"] == pytest.approx(3 / 4)
     lp = {
-        t: sum(log_p(table, a, b) for a, b in zip(b"x " + t.encode(), b" " + t.encode())) for t in ("abc", "ab", "zbc", "abd")
+        t: sum(log_p(table, a, b) for a, b in zip(b"x " + t.encode(), b" " + t.encode()))
+        for t in ("abc", "ab", "zbc", "abd")
     }
     assert scores["perplexity"] == pytest.approx(math.exp(-sum(lp.values()) / 4), rel=1e-9)
     txt = zeroshot.lambada(
@@ -151,7 +152,9 @@ def test_perplexity_of_a_uniform_model_is_the_vocabulary_size() -> None:
 
 
 def test_detokenisers() -> None:
-    assert zeroshot_data.read_ptb(FIXTURES / "ptb.tiny.txt").text.splitlines()[1] == "mr. <unk>'s plan, he said, is fine"
+    assert (
+        zeroshot_data.read_ptb(FIXTURES / "ptb.tiny.txt").text.splitlines()[1] == "mr. <unk>'s plan, he said, is fine"
+    )
     wiki = zeroshot_data.read_wikitext(FIXTURES / "wiki.tiny.raw")
     assert "The game's 3,000 copies (in Japan) sold-out." in wiki.text
     assert wiki.words == len((FIXTURES / "wiki.tiny.raw").read_text().split())
@@ -233,6 +236,8 @@ def test_eval_lm_bad_input_is_one_line(tmp_path: Path, capsys, argv: list[str], 
 
 def test_run_folder_without_a_model_is_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty").mkdir()
-    assert main(["eval", "lm", str(tmp_path / "empty"), "--task", "lambada", "--data", str(FIXTURES / "lambada.txt")]) == 2
+    assert (
+        main(["eval", "lm", str(tmp_path / "empty"), "--task", "lambada", "--data", str(FIXTURES / "lambada.txt")]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "holds no model" in err and "\n" not in err

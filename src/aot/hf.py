@@ -68,7 +68,7 @@ class AotForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = AotConfig
     base_model_prefix = "aot"
     main_input_name = "input_ids"
-    _tied_weights_keys = {"aot.lm_head.weight": "aot.tok_embed.weight"}
+    _tied_weights_keys = {"aot.lm_head.weight": "aot.tok_embed.weight"}  # noqa: RUF012 (transformers reads it)
 
     def __init__(self, config: AotConfig, model: CausalLM | None = None) -> None:
         super().__init__(config)
@@ -133,7 +133,8 @@ class AotForCausalLM(PreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(
                 logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten().to(logits.device), ignore_index=-100
             )
-        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache if use_cache else None)
+        # our Cache, not transformers' (generate passes it back untouched)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache if use_cache else None)  # type: ignore[arg-type]
 
 
 AutoConfig.register("aot", AotConfig, exist_ok=True)

@@ -72,4 +72,3 @@ class HarnessLogic:
             cut = min((text.find(s) for s in until if s and s in text), default=len(text))
             out.append(text[:cut])
         return out
-

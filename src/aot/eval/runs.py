@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aot.data.tokenizers import TrainedBPE, Tokenizer, get_tokenizer
+from aot.data.tokenizers import Tokenizer, TrainedBPE, get_tokenizer
 from aot.errors import AotError
 from aot.models.base import CONFIG_NAME, WEIGHTS_NAME, AotModel
 from aot.models.lm import CausalLM
@@ -101,7 +101,9 @@ def load_model(folder: Path) -> AotModel:
     state = {k.removeprefix("aot."): v for k, v in load_file(str(folder / WEIGHTS_NAME)).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if set(missing) - {"lm_head.weight"} or unexpected:  # the output head is tied to the token embedding
-        raise AotError(f"{str(folder)!r}: weights do not match the config (missing {missing[:3]}, extra {unexpected[:3]})")
+        raise AotError(
+            f"{str(folder)!r}: weights do not match the config (missing {missing[:3]}, extra {unexpected[:3]})"
+        )
     return model
 
 

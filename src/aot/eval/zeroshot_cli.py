@@ -168,7 +168,9 @@ def markdown_table(results: dict[str, Any]) -> str:
     lines = [head, "|" + "---|" * (3 + len(tasks))]
     for name, row in results["runs"].items():
         cells = [headline(t, row[t]) for t in tasks]
-        lines.append(f"| {name} | {row['block']} | {row['non_embedding_params'] / 1e6:.2f}M | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {name} | {row['block']} | {row['non_embedding_params'] / 1e6:.2f}M | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -77,7 +77,9 @@ def read_lambada(path: str | Path) -> list[LambadaExample]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise AotError(f"{where}: not a JSON line ({exc.msg}); LAMBADA .jsonl has one {{\"text\": ...}} per line") from None
+                raise AotError(
+                    f'{where}: not a JSON line ({exc.msg}); LAMBADA .jsonl has one {{"text": ...}} per line'
+                ) from None
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                 raise AotError(f"{where}: a LAMBADA JSON line needs a string field 'text'")
             line = record["text"]
@@ -112,9 +114,7 @@ def read_cbt(path: str | Path) -> list[ClozeExample]:
             continue
         fields = body.split("\t")
         if len(fields) != 4 or CBT_BLANK not in fields[0]:
-            raise AotError(
-                f"{path}:{number}: line 21 must be 'query with {CBT_BLANK}<TAB>answer<TAB><TAB>c1|...|c10'"
-            )
+            raise AotError(f"{path}:{number}: line 21 must be 'query with {CBT_BLANK}<TAB>answer<TAB><TAB>c1|...|c10'")
         query, answer, _, candidates = fields
         options = tuple(c for c in candidates.split("|") if c)
         if answer not in options:
