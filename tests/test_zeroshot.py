@@ -137,6 +137,11 @@ def test_cbt_picks_the_most_likely_candidate() -> None:
     assert scores["chance"] == pytest.approx(1 / 3)
     context, continuation = zeroshot.cloze_request(examples[0], "Bob", ByteTokenizer())
     assert bytes(context).decode().endswith("garden . Then") and bytes(continuation).decode() == " Bob went home ."
+    # a short context window cuts the rest of the query, the same for every candidate
+    _, cut = zeroshot.cloze_request(examples[0], "Bob", ByteTokenizer(), suffix_tokens=5)
+    assert bytes(cut).decode() == " Bob went"
+    same = zeroshot.cbt(examples, ByteTokenizer(), mock_scorer({"Ann": -3.0, "Bob": -5.0, "Tom": -1.0}), 16)
+    assert same["accuracy"] == pytest.approx(0.5)
 
 
 def test_perplexity_of_a_uniform_model_is_the_vocabulary_size() -> None:

@@ -16,7 +16,8 @@ LAMBADA. The context is the passage without its last word, the continuation is `
 
 CBT. The query's ``XXXXX`` splits it into a prefix and a suffix; each candidate ``c`` is scored as the
 continuation ``c ⊕ suffix`` given ``context sentences ⊕ prefix``, and the prediction is the candidate of highest
-log-likelihood. The log-likelihood of the whole filled sentence differs from this by ``log p(prefix | context)``,
+log-likelihood (for a model with a short context the rest of the query is cut, see :func:`cbt`). The
+log-likelihood of the whole filled sentence differs from this by ``log p(prefix | context)``,
 which is the same for every candidate, so both choose the same candidate (GPT-2's "probability of each choice
 and the rest of the sentence").
 
@@ -62,19 +63,35 @@ def lambada(examples: Sequence[LambadaExample], tokenizer: Tokenizer, scorer: Sc
     }
 
 
-def cloze_request(example: ClozeExample, candidate: str, tokenizer: Tokenizer) -> Request:
+def cloze_request(
+    example: ClozeExample, candidate: str, tokenizer: Tokenizer, suffix_tokens: int | None = None
+) -> Request:
     """(context sentences ⊕ query prefix, candidate ⊕ query suffix); the space before the blank goes with the
-    candidate, so a BPE sees `` ␣candidate`` as in running text."""
+    candidate, so a BPE sees `` ␣candidate`` as in running text. ``suffix_tokens`` cuts the rest of the query
+    after that many tokens (the same budget for every candidate)."""
     prefix, _, suffix = example.query.partition(CBT_BLANK)
     context = " ".join(example.context)
     if prefix.strip():
         context = f"{context} {prefix.rstrip()}"
-    return tokenizer.encode(context), tokenizer.encode(" " + candidate + suffix)
+    continuation = tokenizer.encode(" " + candidate + suffix)
+    if suffix_tokens is not None:
+        continuation = continuation[: len(tokenizer.encode(" " + candidate)) + suffix_tokens]
+    return tokenizer.encode(context), continuation
 
 
-def cbt(examples: Sequence[ClozeExample], tokenizer: Tokenizer, scorer: Scorer) -> dict[str, Any]:
-    """CBT accuracy: the candidate whose continuation is most likely (ties go to the first listed)."""
-    requests = [cloze_request(ex, c, tokenizer) for ex in examples for c in ex.candidates]
+def cbt(
+    examples: Sequence[ClozeExample], tokenizer: Tokenizer, scorer: Scorer, block_size: int | None = None
+) -> dict[str, Any]:
+    """CBT accuracy: the candidate whose continuation is most likely (ties go to the first listed). With a
+    ``block_size``, the rest of the query after the blank is cut to ``block_size // 2 - (longest candidate)``
+    tokens (at least 0), the same for every candidate, so that half the window still holds context."""
+    requests = []
+    for ex in examples:
+        budget = None
+        if block_size is not None:
+            longest = max(len(tokenizer.encode(" " + c)) for c in ex.candidates)
+            budget = max(block_size // 2 - longest, 0)
+        requests += [cloze_request(ex, c, tokenizer, budget) for c in ex.candidates]
     scored = scorer(requests)
     correct, position = [], 0
     for ex in examples:

@@ -86,7 +86,7 @@ def run_task(task: Task, loaded: Any, run: LMRunFolder, scorer: Scorer, stride: 
     if task.kind == "lambada":
         return zeroshot.lambada(loaded, run.tokenizer, scorer)
     if task.kind == "cbt":
-        return zeroshot.cbt(loaded, run.tokenizer, scorer)
+        return zeroshot.cbt(loaded, run.tokenizer, scorer, run.block_size)
     return zeroshot.perplexity(loaded, run.tokenizer, scorer, run.block_size, stride)
 
 
@@ -112,7 +112,8 @@ def evaluate_runs(
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "protocols": {
             "lambada": "table: acc_whole_word (greedy decoding writes the word and ends it); ppl per target word",
-            "cbt": "candidate with the highest log p(candidate + rest of the query | context + query prefix)",
+            "cbt": "candidate with the highest log p(candidate + rest of the query | context + query prefix); "
+            "the rest of the query cut to block_size // 2 - (longest candidate) tokens",
             "perplexity": f"rolling windows, stride {stride or 'block_size // 2'}; per token and per word",
             "truncation": "contexts longer than the model's block_size keep their last tokens (left truncation)",
         },
@@ -151,10 +152,10 @@ def _count(loaded: Any) -> int:
 def headline(task: str, scores: dict[str, Any]) -> str:
     kind = TASKS[task].kind
     if kind == "lambada":
-        return f"{100 * scores['acc_whole_word']:.1f}% / {scores['perplexity']:.0f}"
+        return f"{100 * scores['acc_whole_word']:.1f}% / {scores['perplexity']:.4g}"
     if kind == "cbt":
         return f"{100 * scores['accuracy']:.1f}%"
-    return f"{scores['per_token_perplexity']:.2f} / {scores['per_word_perplexity']:.1f}"
+    return f"{scores['per_token_perplexity']:.3f} / {scores['per_word_perplexity']:.4g}"
 
 
 def markdown_table(results: dict[str, Any]) -> str:
