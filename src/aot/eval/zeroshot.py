@@ -58,6 +58,7 @@ def lambada(examples: Sequence[LambadaExample], tokenizer: Tokenizer, scorer: Sc
         "acc_whole_word": _mean([float(w) for w in whole]),
         "acc_all_tokens": _mean([float(s.is_greedy) for s in scored]),
         "acc_last_token": _mean([float(s.token_greedy[-1]) for s in scored]),
+        "loss": -_mean([s.logprob for s in scored]),  # nats per target word: the paper's "LAMBADA loss"
         "perplexity": math.exp(min(-_mean([s.logprob for s in scored]), 700.0)),
         "target_tokens_mean": _mean([s.n_tokens for s in scored]),
     }
@@ -118,6 +119,7 @@ def perplexity(
         "tokens": n_tokens,
         "words": doc.words,
         "nats_per_token": nats / n_tokens,
+        "nats_per_word": nats / doc.words,
         "per_token_perplexity": math.exp(min(nats / n_tokens, 700.0)),
         "per_word_perplexity": math.exp(min(nats / doc.words, 700.0)),
         "bits_per_byte": nats / max(n_bytes, 1) / math.log(2),
