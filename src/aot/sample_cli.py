@@ -124,5 +124,6 @@ def run_command(args: argparse.Namespace) -> int:
         not args.no_cache, sys.stdout,
     )  # fmt: skip
     sys.stdout.write("\n")
+    sys.stdout.flush()
     print(f"[{len(new)} tokens in {seconds:.2f}s: {len(new) / max(seconds, 1e-9):,.1f} tokens/s]", file=sys.stderr)
     return 0
