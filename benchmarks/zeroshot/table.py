@@ -22,7 +22,8 @@ PAPER = [  # model, LAMBADA loss, PTB loss, WikiText loss, LAMBADA acc, CBT-CN a
 def main() -> str:
     results = json.loads((HERE / "results.json").read_text())
     lines = [
-        f"Ours: {results['date']}, {results['machine']['processor']} ({results['machine']['cpu_count']} cores, shared); Austen-built sets "
+        f"Ours: {results['date']}, {results['machine']['processor']} "
+        f"({results['machine']['cpu_count']} cores, shared); Austen-built sets "
         "(see README); losses in nats, accuracies as fractions; one seed.",
         "",
         "| model | layers | non-emb. params | Shakespeare val (nats/byte) | Austen-LAMBADA loss (nats/word) "
