@@ -147,6 +147,11 @@ def test_hf_round_trip(tmp_path: Path, preset: str) -> None:
         loss = hf(ids, labels=ids).loss
         want = torch.nn.functional.cross_entropy(ours.model(ids)[0][0, :-1], ids[0, 1:])
         assert float(loss) == pytest.approx(float(want), abs=1e-6)
+        # the one scorer reads both: the same log-likelihoods through the wrapper
+        pairs = [(ids[0, :5].tolist(), ids[0, 5:].tolist()), (ids[0, :2].tolist(), ids[0, 2:4].tolist())]
+        via_hf = score_requests(hf, pairs, ours.block_size)
+        direct = score_requests(ours.model, pairs, ours.block_size)
+        assert [s.logprob for s in via_hf] == pytest.approx([s.logprob for s in direct], abs=1e-5)
     greedy = sample(ours, text, 12, temperature=0)[1]
     for use_cache in (True, False):
         generated = hf.generate(ids, max_new_tokens=12, do_sample=False, use_cache=use_cache)
