@@ -41,6 +41,16 @@ def main() -> str:
             f"| {ppl['nats_per_word']:.2f} | {row['austen-cbt-cn']['accuracy']:.2f} "
             f"| {row['austen-cbt-ne']['accuracy']:.2f} |"
         )
+    bigram_file = HERE / "bigram.json"
+    if bigram_file.is_file():  # the reference row of bigram.py: same sets, protocols and scorer
+        bigram = json.loads(bigram_file.read_text())
+        lam, ppl = bigram["austen-lambada"], bigram["austen-ppl"]
+        lines.append(
+            f"| byte bigram (reference) | — | 65k counts | 2.529 (val bigram) | {lam['loss']:.2f} "
+            f"| {lam['acc_whole_word']:.3f} | {lam['acc_all_tokens']:.3f} | {lam['acc_last_token']:.3f} "
+            f"| {ppl['nats_per_token']:.3f} | {ppl['nats_per_word']:.2f} | {bigram['austen-cbt-cn']['accuracy']:.2f} "
+            f"| {bigram['austen-cbt-ne']['accuracy']:.2f} |"
+        )
     sets = results["sets"]
     lines += [
         "",
