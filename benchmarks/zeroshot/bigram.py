@@ -16,9 +16,9 @@ from torch import nn
 
 from aot.data.shards import prepare_lm_data
 from aot.eval.austen_sets import build_austen_sets
-from aot.eval.scoring import model_scorer
-from aot.eval.zeroshot_cli import TASKS, AUSTEN_TASKS, run_task
 from aot.eval.runs import LMRunFolder
+from aot.eval.scoring import model_scorer
+from aot.eval.zeroshot_cli import AUSTEN_TASKS, TASKS, run_task
 
 HERE = Path(__file__).parent
 LAMBDA = 0.9
