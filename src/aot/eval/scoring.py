@@ -106,17 +106,19 @@ def score_requests(
         batch = torch.zeros(len(rows), width, dtype=torch.long)
         for r, (ids, _) in enumerate(windows):
             batch[r, : len(ids)] = torch.tensor(ids)
-        logits = model_logits(model, batch.to(device))
-        logprobs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1).cpu()
-        for r, (ids, start) in enumerate(zip((w[0] for w in windows), (w[1] for w in windows))):
+        batch = batch.to(device)
+        logits = model_logits(model, batch)
+        logprobs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+        # per position: the log-probability of the next token of the window, and the argmax (small, to the CPU)
+        next_ids = torch.cat([batch[:, 1:], batch[:, :1]], dim=1)  # last column unused
+        picked = logprobs.gather(-1, next_ids[..., None])[..., 0].cpu()
+        argmax = logprobs.argmax(-1).cpu()
+        for r, (ids, start) in enumerate(windows):
             targets = torch.tensor(ids[start:])
-            rows_lp = logprobs[r, start - 1 : len(ids) - 1]
-            token_lp = rows_lp.gather(-1, targets[:, None])[:, 0]
-            greedy = rows_lp.argmax(-1) == targets
+            token_lp = picked[r, start - 1 : len(ids) - 1]
+            greedy = argmax[r, start - 1 : len(ids) - 1] == targets
             scored[rows[r]] = Scored(
-                tuple(float(v) for v in token_lp),
-                tuple(bool(g) for g in greedy),
-                int(logprobs[r, len(ids) - 1].argmax()),
+                tuple(float(v) for v in token_lp), tuple(bool(g) for g in greedy), int(argmax[r, len(ids) - 1])
             )
     return [scored[i] for i in range(len(requests))]
 
