@@ -246,3 +246,24 @@ def test_run_folder_without_a_model_is_one_line(tmp_path: Path, capsys) -> None:
     )
     err = capsys.readouterr().err.strip()
     assert "holds no model" in err and "\n" not in err
+
+
+def test_eval_lm_perplexity_tasks_from_their_files(tmp_path: Path) -> None:
+    run = tiny_run(tmp_path / "run")
+    out = tmp_path / "eval"
+    argv = ["eval", "lm", str(run), "--task", "ptb", "--task", "wikitext", "--out", str(out), "--stride", "8"]
+    argv += ["--data", f"ptb={FIXTURES / 'ptb.tiny.txt'}", "--data", f"wikitext={FIXTURES / 'wiki.tiny.raw'}"]
+    assert main(argv) == 0
+    row = json.loads((out / "results.json").read_text())["runs"]["run"]
+    for task, fixture in (("ptb", "ptb.tiny.txt"), ("wikitext", "wiki.tiny.raw")):
+        reader = zeroshot_data.read_ptb if task == "ptb" else zeroshot_data.read_wikitext
+        doc = reader(FIXTURES / fixture)
+        assert row[task]["words"] == doc.words and row[task]["tokens"] == len(doc.text.encode()) - 1
+        assert row[task]["nats_per_word"] == pytest.approx(
+            row[task]["nats_per_token"] * row[task]["tokens"] / doc.words
+        )
+    # one data-set task takes a bare path
+    assert (
+        main(["eval", "lm", str(run), "--task", "ptb", "--data", str(FIXTURES / "ptb.tiny.txt"), "--out", str(out)])
+        == 0
+    )
