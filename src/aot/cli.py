@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "aot.train.cli",
     "aot.eval.cli",
     "aot.export_cli",
+    "aot.sample_cli",
     "aot.theory.cli",
     "aot.bench.cli",
     "aot.report.cli",

@@ -9,6 +9,7 @@ import importlib
 
 EXPORT_FORMAT_MODULES: list[str] = [
     "aot.train.export_safetensors",
+    "aot.export_hf_cli",
 ]
 
 

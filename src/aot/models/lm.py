@@ -7,6 +7,8 @@ labels equal to -100 are ignored (padding, prompts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -67,8 +69,12 @@ class CausalLM(AotModel):
         top_k: int | None = None,
         use_cache: bool = True,
         generator: torch.Generator | None = None,
+        top_p: float | None = None,
+        on_token: Callable[[torch.Tensor], None] | None = None,
     ) -> torch.Tensor:
-        """Sample ``max_new_tokens`` continuations of idx (B, T). ``temperature=0`` is greedy."""
+        """Sample ``max_new_tokens`` continuations of idx (B, T). ``temperature=0`` is greedy. A prompt longer
+        than ``block_size`` keeps its last ``block_size`` tokens (and so does every later window).
+        ``on_token(next_ids (B, 1))`` is called as each token is chosen (streaming)."""
         cache = self.new_cache() if use_cache else None
         n_prompt = idx.shape[1]
         tokens = idx.new_empty(idx.shape[0], n_prompt + max_new_tokens)  # filled in place, no copy per step
@@ -80,8 +86,10 @@ class CausalLM(AotModel):
             elif cache.length + step_input.shape[1] > self.cfg.block_size:  # window full: restart
                 cache, step_input = self.new_cache(), tokens[:, max(0, end - self.cfg.block_size) : end]
             logits, _ = self(step_input, cache=cache)
-            tokens[:, end : end + 1] = sample_next(logits[:, -1], temperature, top_k, generator)
+            tokens[:, end : end + 1] = sample_next(logits[:, -1], temperature, top_k, generator, top_p)
             step_input = tokens[:, end : end + 1]
+            if on_token is not None:
+                on_token(step_input)
         return tokens
 
 
@@ -97,13 +105,23 @@ def shifted_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.T
 
 
 def sample_next(
-    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None = None
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int | None,
+    generator: torch.Generator | None = None,
+    top_p: float | None = None,
 ) -> torch.Tensor:
-    """logits (B, V) → next token ids (B, 1)."""
+    """logits (B, V) → next token ids (B, 1). ``top_k`` keeps the k most likely tokens; ``top_p`` (nucleus
+    sampling) keeps the fewest most likely tokens whose probabilities sum to at least p (always the first)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits.float(), dim=-1)
+        drop_sorted = probs.cumsum(dim=-1) - probs >= top_p  # the tokens ranked above already reach p
+        logits = logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
     return torch.multinomial(torch.softmax(logits.float(), dim=-1), 1, generator=generator)

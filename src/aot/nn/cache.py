@@ -61,6 +61,10 @@ class LayerCache:
             buffer[..., : self._length, :].copy_(cached)
         self._buffers = grown
 
+    def select(self, index: torch.Tensor) -> None:
+        """Keep the batch rows ``index`` (B',) in that order: beam search reorders its beams with it."""
+        self._buffers = tuple(buffer.index_select(0, index.to(buffer.device)) for buffer in self._buffers)
+
     @property
     def nbytes(self) -> int:
         """Bytes of the cached entries (the buffers may hold up to twice as many slots)."""
@@ -82,3 +86,8 @@ class Cache(list[LayerCache]):
     @property
     def nbytes(self) -> int:
         return sum(layer.nbytes for layer in self)
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        """Keep batch rows ``beam_idx`` in every layer (the name HuggingFace's beam search calls)."""
+        for layer in self:
+            layer.select(beam_idx)

@@ -27,6 +27,7 @@ from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
+from aot.eval.runs import save_tokenizer
 from aot.models import build_model
 from aot.outdir import check_writable_dir, write_text_atomic
 from aot.runinfo import machine_info
@@ -223,6 +224,7 @@ def train_lm(
         )
         out.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+        save_tokenizer(data.tokenizer, out)  # the run folder loads on its own (aot eval lm, aot sample)
         plot_loss_curve(out, results)
     return results
 

@@ -1,0 +1,225 @@
+"""`aot eval lm RUN_DIR... --task ...`: the paper's zero-shot protocols on trained language models; writes
+``results.json`` and ``results.md`` (one row per run) into ``--out``."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aot.devices import resolve_device
+from aot.errors import AotError
+from aot.eval import zeroshot, zeroshot_data
+from aot.eval.austen_sets import SET_NAMES, build_austen_sets
+from aot.eval.runs import LMRunFolder, load_lm_run
+from aot.eval.scoring import Scorer, model_scorer
+from aot.runinfo import machine_info
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    kind: str  # lambada, cbt, perplexity
+    reader: Callable[[Path], Any]
+    what: str
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in [
+        Task("lambada", "lambada", zeroshot_data.read_lambada, "LAMBADA .jsonl / .txt (--data)"),
+        Task("cbt-cn", "cbt", zeroshot_data.read_cbt, "CBT common nouns, cbtest_CN_*.txt (--data)"),
+        Task("cbt-ne", "cbt", zeroshot_data.read_cbt, "CBT named entities, cbtest_NE_*.txt (--data)"),
+        Task("ptb", "perplexity", zeroshot_data.read_ptb, "PTB ptb.test.txt (--data)"),
+        Task("wikitext", "perplexity", zeroshot_data.read_wikitext, "WikiText-103 wiki.test.raw (--data)"),
+        Task("austen-lambada", "lambada", zeroshot_data.read_lambada, "LAMBADA-style, from Austen"),
+        Task("austen-cbt-cn", "cbt", zeroshot_data.read_cbt, "CBT-CN-style, from Austen"),
+        Task("austen-cbt-ne", "cbt", zeroshot_data.read_cbt, "CBT-NE-style, from Austen"),
+        Task("austen-ppl", "perplexity", zeroshot_data.read_plain_text, "Persuasion's opening, plain text"),
+    ]
+}
+#: what ``--task austen`` expands to (the default)
+AUSTEN_TASKS = list(SET_NAMES)
+
+
+def resolve_tasks(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for item in names:
+        for name in filter(None, (n.strip() for n in item.split(","))):
+            expanded = AUSTEN_TASKS if name == "austen" else [name]
+            for task in expanded:
+                if task not in TASKS:
+                    raise AotError(f"unknown task {task!r}; use one of {', '.join(TASKS)} or austen (all Austen sets)")
+                if task not in out:
+                    out.append(task)
+    return out
+
+
+def resolve_data(tasks: list[str], data: list[str]) -> dict[str, Path]:
+    """Paths of the tasks' files: ``--data PATH`` (one data-set task) or ``--data TASK=PATH``; Austen sets built."""
+    real = [t for t in tasks if not t.startswith("austen-")]
+    paths: dict[str, Path] = {}
+    for item in data:
+        task, sep, path = item.partition("=")
+        if sep and task in TASKS:
+            paths[task] = Path(path)
+        elif len(real) == 1:
+            paths[real[0]] = Path(item)
+        else:
+            raise AotError(f"--data {item!r}: with {len(real)} data-set tasks write --data TASK=PATH")
+    for task in real:
+        if task not in paths:
+            raise AotError(f"task {task!r} needs its data file: --data PATH ({TASKS[task].what}); it is not bundled")
+    if any(t.startswith("austen-") for t in tasks):
+        built = build_austen_sets()
+        paths.update({t: built[t] for t in tasks if t in built})
+    return paths
+
+
+def run_task(task: Task, loaded: Any, run: LMRunFolder, scorer: Scorer, stride: int | None) -> dict[str, Any]:
+    if task.kind == "lambada":
+        return zeroshot.lambada(loaded, run.tokenizer, scorer)
+    if task.kind == "cbt":
+        return zeroshot.cbt(loaded, run.tokenizer, scorer, run.block_size)
+    return zeroshot.perplexity(loaded, run.tokenizer, scorer, run.block_size, stride)
+
+
+def evaluate_runs(
+    run_dirs: list[str],
+    tasks: list[str],
+    data: list[str],
+    device: str = "cpu",
+    batch_size: int = 16,
+    stride: int | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """Every task on every run; the dict written to results.json."""
+    tasks = resolve_tasks(tasks)
+    paths = resolve_data(tasks, data)
+    loaded = {t: TASKS[t].reader(paths[t]) for t in tasks}  # read (and check) every file before any model runs
+    if limit is not None:
+        loaded = {t: v[:limit] if isinstance(v, list) else v for t, v in loaded.items()}
+    runs = [load_lm_run(d, device) for d in run_dirs]
+    results: dict[str, Any] = {
+        "task": "eval-lm",
+        "machine": machine_info(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "protocols": {
+            "lambada": "table: acc_whole_word (greedy decoding writes the word and ends it); ppl per target word",
+            "cbt": "candidate with the highest log p(candidate + rest of the query | context + query prefix); "
+            "the rest of the query cut to block_size // 2 - (longest candidate) tokens",
+            "perplexity": f"rolling windows, stride {stride or 'block_size // 2'}; per token and per word",
+            "truncation": "contexts longer than the model's block_size keep their last tokens (left truncation)",
+        },
+        "sets": {
+            t: {"path": str(paths[t]), "sha256": _sha(paths[t]), "what": TASKS[t].what, "items": _count(loaded[t])}
+            for t in tasks
+        },
+        "runs": {},
+    }
+    for run in runs:
+        scorer = model_scorer(run.model, run.block_size, batch_size, device, progress=run.name)
+        row: dict[str, Any] = {
+            "path": str(run.path),
+            "block": run.model.cfg.block,
+            "n_layer": run.model.cfg.n_layer,
+            "block_size": run.block_size,
+            "tokenizer": run.tokenizer.name,
+            "non_embedding_params": run.model.num_params(non_embedding=True),
+        }
+        for task in tasks:
+            start = time.perf_counter()
+            row[task] = run_task(TASKS[task], loaded[task], run, scorer, stride)
+            row[task]["seconds"] = time.perf_counter() - start
+        results["runs"][run.name] = row
+    return results
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _count(loaded: Any) -> int:
+    return len(loaded) if isinstance(loaded, list) else int(loaded.words)
+
+
+def headline(task: str, scores: dict[str, Any]) -> str:
+    kind = TASKS[task].kind
+    if kind == "lambada":
+        return f"{100 * scores['acc_whole_word']:.1f}% / {scores['perplexity']:.4g}"
+    if kind == "cbt":
+        return f"{100 * scores['accuracy']:.1f}%"
+    return f"{scores['per_token_perplexity']:.3f} / {scores['per_word_perplexity']:.4g}"
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    tasks = list(results["sets"])
+    names = {
+        "lambada": "acc % / ppl",
+        "cbt": "acc %",
+        "perplexity": "ppl per token / per word",
+    }
+    head = "| run | block | non-emb. params | " + " | ".join(f"{t} ({names[TASKS[t].kind]})" for t in tasks) + " |"
+    lines = [head, "|" + "---|" * (3 + len(tasks))]
+    for name, row in results["runs"].items():
+        cells = [headline(t, row[t]) for t in tasks]
+        lines.append(
+            f"| {name} | {row['block']} | {row['non_embedding_params'] / 1e6:.2f}M | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "lm",
+        help="zero-shot LAMBADA, CBT, PTB / WikiText perplexity (and Austen-built sets) on LM runs",
+        description=textwrap.fill(
+            "Evaluate language-model runs (folders of `aot train lm`, or `aot export hf`) with the paper's zero-shot "
+            "protocols. The real data sets are not bundled and cannot be downloaded here: give their files with "
+            "--data in their published formats. The austen-* sets are built from Jane Austen's novels (`aot data "
+            "fetch austen` first), held out from the Shakespeare the models train on. Writes results.json (every "
+            "metric, the sets' hashes, machine and date) and results.md (one row per run) into --out.",
+            width=100,
+        ),
+        epilog="Tasks:\n"
+        + "".join(f"  {t.name:<15} {t.what}\n" for t in TASKS.values())
+        + "  austen          all four austen-* sets (the default)\n"
+        "Examples:\n"
+        "  aot eval lm runs/lm                                  # the Austen sets\n"
+        "  aot eval lm runs/a runs/b --task lambada --data lambada_test.jsonl\n"
+        "  aot eval lm runs/lm --task ptb,wikitext --data ptb=ptb.test.txt --data wikitext=wiki.test.raw\n"
+        "Contexts longer than the model's context lose their oldest tokens (left truncation).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run or export folders")
+    parser.add_argument("--task", action="append", help="task(s), comma-separated or repeated (default: austen)")
+    parser.add_argument("--data", action="append", default=[], metavar="[TASK=]PATH", help="a data set's file")
+    parser.add_argument("--out", default="runs/eval-lm", help="folder for results.json / results.md")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    parser.add_argument("--batch-size", type=int, default=16, help="windows per forward pass (default: 16)")
+    parser.add_argument("--stride", type=int, help="perplexity: new tokens per window (default: block_size // 2)")
+    parser.add_argument("--limit", type=int, help="use only the first N examples of each set (quick checks)")
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    device = str(resolve_device(args.device))
+    results = evaluate_runs(
+        args.runs, args.task or ["austen"], args.data, device, args.batch_size, args.stride, args.limit
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = markdown_table(results)
+    (out / "results.md").write_text(table)
+    for name, row in results["runs"].items():
+        cells = "  ".join(f"{t}: {headline(t, row[t])}" for t in results["sets"])
+        print(textwrap.fill(f"{name}: {cells}", width=100, subsequent_indent="    "))
+    print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
+    return 0
