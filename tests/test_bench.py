@@ -323,3 +323,15 @@ def test_the_gpu_bench_config_is_valid() -> None:
     )  # fmt: skip
     settings = settings_from_args(args)
     assert (settings.n_embd, settings.depth, settings.dtype) == (768, 12, "bf16")
+
+
+def test_mssa_variants_script_has_a_help_and_checks_its_argument() -> None:
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "mssa_variants.py"
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"}
+    shown = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and "usage: mssa_variants.py" in shown.stdout and "rounds" in shown.stdout
+    bad = subprocess.run([sys.executable, str(path), "x"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "invalid int value: 'x'" in bad.stderr and "Traceback" not in bad.stderr
