@@ -3,11 +3,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AOT := $(VENV)/bin/aot
 STAMP := $(VENV)/.installed
+# Where pip gets torch. Empty: pip's own configuration. `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu`
+# installs the pinned torch (requirements-ci.txt) as PyTorch's CPU build first, on a machine whose pip would pick CUDA.
+TORCH_INDEX ?=
 
 .PHONY: install run test test-all lint typecheck check clean
 
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
+	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt
 	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf]'
 	touch $(STAMP)
