@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml requirements-ci.txt
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (editable)
 
-run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM (~5 min), write runs/lm
+run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM, write runs/lm (time: benchmarks/main_job)
 	$(AOT) train lm --out runs/lm
 
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,44 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
+    """The README's sentences that quote this record, by marker name (``<!-- main_job:NAME -->``)."""
+    m, run, peaks = record["machine"], record["run_summary"], record.get("matmul_peaks", {})
+    cpu = f"2-core {m['processor']}" if m.get("cpu_count") == 2 else f"{m['cpu_count']}-CPU {m['processor']}"
+    shared = ", shared with other jobs" if record.get("shared") else ""
+    times = (
+        f"Times recorded by `python benchmarks/main_job/record.py` on {record['date'][:10]} (a fresh clone on a "
+        f"{cpu}{shared}; [results.md](benchmarks/main_job/results.md)): `make run` "
+        f"{record['make_run']['seconds'] / 60:.0f} min ({record['setup_seconds'] / 60:.0f} min of set-up, "
+        f"{run['train_seconds'] / 60:.0f} min of training), `make test` {record['make_test']['seconds'] / 60:.0f} min. "
+        "They vary with the machine: CPUs of the same size differ several-fold in matmul throughput (this one "
+        f"measured {peaks.get('fp32', 0) / 1e9:.0f} GFLOP/s in fp32 and {peaks.get('bf16', 0) / 1e9:.0f} in bf16; "
+        "the AMD EPYC of benchmarks/bench 187 in fp32), and bf16 autocast, the default of `aot train lm`, is "
+        "faster than fp32 on some CPUs and slower on others (`--precision fp32`)."
+    )
+    relation = "below" if run["beats_bigram"] else "not below"
+    lm = (
+        f"On a {cpu} ({record['date'][:10]}, `make run` from a fresh clone{shared}) it trained "
+        f"{run['tokens'] / 1e6:.2f} M tokens in {run['train_seconds']:.0f} s ({run['tokens_per_second']:,.0f} tok/s, "
+        f"{run['precision']}, {100 * run['mfu']:.0f} % MFU against the matmul peak measured in the run) to val "
+        f"{run['val_nats_per_byte']:.3f} / test {run['test_nats_per_byte']:.3f} nats/byte, {relation} the "
+        f"bigram's {run['bigram_val_nats_per_byte']:.3f} (unigram {run['unigram_val_nats_per_byte']:.2f}; "
+        "[benchmarks/main_job](benchmarks/main_job/results.md))."
+    )
+    return {"times": textwrap.fill(times, 110), "lm": textwrap.fill(lm, 110)}
+
+
+def update_readme(readme: Path, record: dict[str, Any]) -> None:
+    """Rewrite the text between ``<!-- main_job:NAME -->`` and ``<!-- /main_job:NAME -->`` from the record."""
+    text = readme.read_text()
+    for name, block in readme_blocks(record).items():
+        pattern = re.compile(rf"(<!-- main_job:{name} -->\n).*?(<!-- /main_job:{name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{readme} has no <!-- main_job:{name} --> block")
+        text = pattern.sub(lambda match, block=block: match.group(1) + block + "\n" + match.group(2), text)
+    readme.write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="record.py",
@@ -149,9 +188,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", default="HEAD", help="commit or branch to record (default: HEAD)")
     parser.add_argument("--out", default=str(HERE), help="where results.json, results.md, logs/ go")
     parser.add_argument("--keep", action="store_true", help="keep the temporary clone (its path is printed)")
+    parser.add_argument(
+        "--update-readme",
+        action="store_true",
+        help="rewrite the README's <!-- main_job:... --> blocks from the new record (then update the minutes "
+        "of training in `aot train lm --help`: tests/test_readme.py checks both)",
+    )
+    parser.add_argument(
+        "--readme-only",
+        action="store_true",
+        help="do not run anything: rewrite the README's blocks from the existing results.json",
+    )
     parser.add_argument("--shared", action="store_true", help="note in the record that other jobs shared the machine")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.readme_only:
+        update_readme(ROOT / "README.md", json.loads((out / "results.json").read_text()))
+        return 0
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="aot-main-job-"))
@@ -190,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(record, indent=2) + "\n")
     (out / "results.md").write_text(markdown(record))
     print(markdown(record))
+    if args.update_readme and "run_summary" in record and "make_test" in record:
+        update_readme(ROOT / "README.md", record)
     if args.keep:
         print(f"clone kept in {clone}")
     else:
