@@ -154,10 +154,11 @@ def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
             if "make_test" in record
             else "`make test` not timed in this record (`--skip-test`). "
         )
-        + "They vary with the machine: CPUs of the same size differ several-fold in matmul throughput (this one "
-        f"measured {peaks.get('fp32', 0) / 1e9:.0f} GFLOP/s in fp32 and {peaks.get('bf16', 0) / 1e9:.0f} in bf16; "
-        "the AMD EPYC of benchmarks/bench 187 in fp32), and bf16 autocast, the default of `aot train lm`, is "
-        "faster than fp32 on some CPUs and slower on others (`--precision fp32`)."
+        + "They vary with the machine: CPUs of the same size differ in matmul throughput (this one measured "
+        f"{peaks.get('fp32', 0) / 1e9:.0f} GFLOP/s in fp32 and {peaks.get('bf16', 0) / 1e9:.0f} in bf16, the AMD "
+        "EPYC of benchmarks/bench 187 in fp32), and bf16 autocast, the default of `aot train lm`, is "
+        f"{'slower' if peaks.get('bf16', 0) < peaks.get('fp32', 0) else 'faster'} than fp32 here; where it is "
+        "slower, `--precision fp32` trains faster. Other jobs on the machine slow everything."
     )
     relation = "below" if run["beats_bigram"] else "not below"
     lm = (
