@@ -79,7 +79,9 @@ def test_every_bigram_figure_in_the_readme_is_a_recorded_one():
     import json
     import re
 
-    recorded = {f"{main_job_record()['run_summary']['bigram_val_nats_per_byte']:.3f}"}
+    recorded = set()
+    if (MAIN_JOB / "results.json").is_file():
+        recorded.add(f"{main_job_record()['run_summary']['bigram_val_nats_per_byte']:.3f}")
     lm_runs = json.loads((ROOT / "benchmarks" / "lm" / "results.json").read_text())["runs"]
     recorded |= {f"{run['bigram_val_loss']:.3f}" for run in lm_runs}
     readme = (ROOT / "README.md").read_text()
