@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -169,7 +168,7 @@ def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
         f"bigram's {run['bigram_val_nats_per_byte']:.3f} (unigram {run['unigram_val_nats_per_byte']:.2f}; "
         "[benchmarks/main_job](benchmarks/main_job/results.md))."
     )
-    return {"times": textwrap.fill(times, 110), "lm": textwrap.fill(lm, 110)}
+    return {"times": times, "lm": lm}  # one line each: a wrapped "20 min" could split across lines
 
 
 def update_readme(readme: Path, record: dict[str, Any]) -> None:
