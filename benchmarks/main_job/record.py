@@ -65,14 +65,20 @@ def matmul_peaks(clone: Path) -> dict[str, float]:
         "print(json.dumps({n: measure_matmul_peak(d)['peak'] for n, d in "
         "(('fp32', torch.float32), ('bf16', torch.bfloat16))}))"
     )
-    out = subprocess.run([str(clone / ".venv/bin/python"), "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(clone_python(clone, code))
 
 
 def machine(clone: Path) -> dict[str, Any]:
     code = "import json; from aot.runinfo import machine_info; print(json.dumps(machine_info()))"
-    out = subprocess.run([str(clone / ".venv/bin/python"), "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(clone_python(clone, code))
+
+
+def clone_python(clone: Path, code: str) -> str:
+    """Run ``code`` with the clone's .venv python and its sources; return the last line printed."""
+    env = {**os.environ, "PYTHONPATH": str(clone / "src")}
+    command = [str(clone / ".venv" / "bin" / "python"), "-c", code]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    return out.stdout.strip().splitlines()[-1]
 
 
 def summarise_run(run_results: dict[str, Any]) -> dict[str, Any]:
@@ -141,7 +147,7 @@ def markdown(record: dict[str, Any]) -> str:
 def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
     """The README's sentences that quote this record, by marker name (``<!-- main_job:NAME -->``)."""
     m, run, peaks = record["machine"], record["run_summary"], record.get("matmul_peaks", {})
-    cpu = f"2-core {m['processor']}" if m.get("cpu_count") == 2 else f"{m['cpu_count']}-CPU {m['processor']}"
+    cpu = f"{m.get('cpu_count', '?')}-core {m.get('processor', 'CPU (not read)')}"
     shared = ", shared with other jobs" if record.get("shared") else ""
     times = (
         f"Times recorded by `python benchmarks/main_job/record.py` on {record['date'][:10]} (a fresh clone on a "
@@ -236,11 +242,13 @@ def main(argv: list[str] | None = None) -> int:
         record["make_test"] = run_timed(["make", "test"], clone, env, logs / "make_test.log")
         record["pytest"] = pytest_summary((logs / "make_test.log").read_text(errors="replace"))
     record["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    if (clone / ".venv/bin/python").is_file():
-        record["machine"] = machine(clone)
-        record["matmul_peaks"] = matmul_peaks(clone)
-    else:
-        record["machine"] = {}
+    record["machine"], record["matmul_peaks"] = {}, {}
+    for key, measure in (("machine", machine), ("matmul_peaks", matmul_peaks)):
+        try:  # a failure here must not lose the timings measured above
+            record[key] = measure(clone)
+        except (OSError, subprocess.CalledProcessError, json.JSONDecodeError, IndexError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            print(f"could not read {key} with the clone's python: {detail.strip().splitlines()[-1:]}")
     for name in ("make_run", "make_test"):
         log = logs / f"{name}.log"
         if log.is_file():
