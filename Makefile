@@ -3,21 +3,25 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AOT := $(VENV)/bin/aot
 STAMP := $(VENV)/.installed
+# Where pip gets torch. Empty: pip's own configuration. `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu`
+# installs the pinned torch (requirements-ci.txt) as PyTorch's CPU build first, on a machine whose pip would pick CUDA.
+TORCH_INDEX ?=
 
 .PHONY: install run report test test-all lint typecheck check clean
 
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
+	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt
 	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (editable)
 
-run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM (~5 min), write runs/lm
+run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM, write runs/lm (time: benchmarks/main_job)
 	$(AOT) train lm --out runs/lm --resume auto
 
-report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (~35 min)
+report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (time: benchmarks/report)
 	$(AOT) reproduce --preset quick --out runs/report
 
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)

@@ -4,6 +4,7 @@ the HF peer, and the `aot bench` command (tiny sizes; no assertion on a time).""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -165,7 +166,7 @@ def test_hf_peer_needs_a_gpt2_config() -> None:
         hf_gpt2(tiny("aot-mssa"))
 
 
-def test_bench_command_writes_results(tmp_path) -> None:
+def test_bench_command_writes_results(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "bench.yaml"
     config.write_text(
         "n_embd: 16\nn_head: 2\nseq_len: 8\nbatch: 2\ndepth: 1\nwarmup: 1\nrepeat: 1\nseq_lens: [4, 8]\n"
@@ -192,6 +193,32 @@ def test_bench_command_writes_results(tmp_path) -> None:
     assert mssa["same_tokens"] and mhsa["same_tokens"]
     assert (out / "table.md").read_text().startswith("# aot bench")
     assert (out / "bench.png").stat().st_size > 0
+    printed = capsys.readouterr().out
+    table_lines = [line for line in printed.splitlines() if line.startswith("matched") and "AoT-MSSA (tied)" in line]
+    assert len(table_lines) == 2  # the headline table: both groups
+    widths = [len(line.replace(str(out), "OUT")) for line in printed.splitlines()]
+    assert max(widths) <= 100, printed  # fits a terminal; table.md has the rest
+
+
+def test_terminal_summary_fits_100_columns_with_the_recorded_results() -> None:
+    from aot.bench.report import terminal_summary
+
+    recorded = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/bench/results.json").read_text())
+    text = terminal_summary(recorded)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "13,036" in text and "3.01×" in text  # AoT-MSSA (tied) at matched depth, as recorded
+
+
+def test_hf_peer_training_step_prints_no_transformers_warning(capfd: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("transformers")
+    from aot.bench.peer import hf_gpt2
+    from aot.bench.timing import lm_loss
+
+    cfg = block_config(BenchSettings(n_embd=16, n_head=2, seq_len=8, vocab_size=20), "GPT-2", 1)
+    model = hf_gpt2(cfg)
+    lm_loss(model, torch.randint(0, 20, (2, 8))).backward()
+    captured = capfd.readouterr()
+    assert "transformers" not in captured.err + captured.out
 
 
 def test_bench_command_rejects_an_unknown_section(capsys: pytest.CaptureFixture[str]) -> None:
@@ -308,3 +335,15 @@ def test_the_headline_mfu_of_the_recorded_tables_never_exceeds_one():
     rows = [r for key in ("models", "seq_scaling", "depth_scaling") for r in results.get(key, [])]
     assert rows and all(0 < r["train_mfu_causal"] <= 1 for r in rows)
     assert all(r["train_mfu_causal"] <= r["train_mfu"] for r in rows)
+
+
+def test_mssa_variants_script_has_a_help_and_checks_its_argument() -> None:
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "mssa_variants.py"
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"}
+    shown = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and "usage: mssa_variants.py" in shown.stdout and "rounds" in shown.stdout
+    bad = subprocess.run([sys.executable, str(path), "x"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "invalid int value: 'x'" in bad.stderr and "Traceback" not in bad.stderr

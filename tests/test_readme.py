@@ -23,3 +23,98 @@ def test_readme_python_snippet_runs_and_its_initial_loss_is_near_ln_vocab(tmp_pa
     loss = namespace["loss"].item()
     assert abs(loss - math.log(vocab)) < 0.3, f"loss at init {loss:.3f}, ln(vocab) = {math.log(vocab):.3f}"
     assert (tmp_path / "my-model" / "model.safetensors").is_file()
+
+
+# -- the main job's numbers come from benchmarks/main_job/results.json ---------------------------------------
+
+MAIN_JOB = ROOT / "benchmarks" / "main_job"
+
+
+def load_record_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("record_main_job", MAIN_JOB / "record.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main_job_record() -> dict:
+    """The recorded main job. A clone made by record.py before the first record has none: skip there."""
+    import json
+
+    import pytest
+
+    path = MAIN_JOB / "results.json"
+    if not path.is_file():
+        pytest.skip("benchmarks/main_job/results.json not recorded yet: run benchmarks/main_job/record.py")
+    return json.loads(path.read_text())
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+def test_readme_quotes_the_recorded_main_job():
+    record, readme = main_job_record(), (ROOT / "README.md").read_text()
+    run = record["run_summary"]
+    assert record["make_run"]["returncode"] == 0 and record.get("make_test", {}).get("returncode", 0) == 0
+    quotes = [
+        f"{run['val_nats_per_byte']:.3f}",
+        f"{run['test_nats_per_byte']:.3f}",
+        f"{run['bigram_val_nats_per_byte']:.3f}",
+        f"{run['tokens_per_second']:,.0f} tok/s",
+        minutes(record["make_run"]["seconds"]),
+        record["machine"]["processor"],
+        record["date"][:10],
+    ]
+    if "make_test" in record:
+        quotes.append(minutes(record["make_test"]["seconds"]))
+    for quoted in quotes:
+        assert quoted in readme, f"the README does not quote {quoted!r} from benchmarks/main_job/results.json"
+
+
+def test_every_bigram_figure_in_the_readme_is_a_recorded_one():
+    import json
+    import re
+
+    recorded = set()
+    if (MAIN_JOB / "results.json").is_file():
+        recorded.add(f"{main_job_record()['run_summary']['bigram_val_nats_per_byte']:.3f}")
+    lm_runs = json.loads((ROOT / "benchmarks" / "lm" / "results.json").read_text())["runs"]
+    recorded |= {f"{run['bigram_val_loss']:.3f}" for run in lm_runs}
+    readme = (ROOT / "README.md").read_text()
+    quoted = re.findall(r"bigram[^0-9|]{0,30}?(\d\.\d{2,3})", readme)
+    assert quoted and set(quoted) <= recorded, f"bigram figures {set(quoted) - recorded} are not recorded"
+
+
+def test_help_and_makefile_state_no_unrecorded_time(capsys):
+    """`aot train lm --help` and the Makefile point to the recorded main job instead of quoting a time."""
+    import re
+
+    import pytest
+
+    from aot.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "lm", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    makefile = (ROOT / "Makefile").read_text()
+    for text in (help_text, makefile):
+        assert "benchmarks/main_job" in text
+        assert not re.search(r"\d+(\.\d+)?(-\d+)? ?(min|minutes|s)\b", text), "a time that is not from the record"
+
+
+def test_record_script_reads_pytest_counts_and_writes_a_table():
+    record_module = load_record_module()
+    assert record_module.pytest_summary("x\n412 passed, 3 skipped, 20 deselected in 201.3s\n") == {
+        "passed": 412,
+        "skipped": 3,
+        "deselected": 20,
+    }
+    table = record_module.markdown(main_job_record())
+    assert "| `make run` |" in table and ("| `make test`" in table) == ("make_test" in main_job_record())
+    readme = (ROOT / "README.md").read_text()
+    for name, block in record_module.readme_blocks(main_job_record()).items():  # the README is up to date
+        assert f"<!-- main_job:{name} -->\n{block}\n<!-- /main_job:{name} -->" in readme

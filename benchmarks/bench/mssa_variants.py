@@ -14,7 +14,7 @@ time goes to matmuls (~87 % of the matmul peak) and the CPU flash-attention kern
   enters once as (dS + dSᵀ) P (batched matmuls over the full square, 4 products, instead of the kernel's 5 over
   the causal part).
 
-    flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py
+    flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py [ROUNDS]
 
 Writes mssa_variants.json beside this file: medians over rounds of a training step and a forward
 (aot-mssa tied, 6 layers, d = 256, 4 heads, T = 256, batch 16, fp32) and of one cached decoding step.
@@ -22,13 +22,13 @@ Writes mssa_variants.json beside this file: medians over rounds of a training st
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import json
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,8 +194,25 @@ def main(rounds: int = 3) -> dict:
     )
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="mssa_variants.py",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog="example: flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py 5\n"
+        "writes mssa_variants.json beside this script",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "rounds", nargs="?", type=int, default=3, help="interleaved rounds over the variants (default: 3)"
+    )
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"rounds={args.rounds} must be at least 1")
+    return args
+
+
 if __name__ == "__main__":
-    out = main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    out = main(parse_args().rounds)
     Path(__file__).with_name("mssa_variants.json").write_text(json.dumps(out, indent=2) + "\n")
     for name, row in out["summary"].items():
         print(

@@ -27,7 +27,8 @@ seq (training cost as T grows, batch × T fixed), depth (as layers grow), decode
 without the KV cache, cache bytes per token), peer (HuggingFace GPT2LMHeadModel on our GPT-2's config;
 needs `pip install aot[hf]`, skipped otherwise). The models section also profiles (torch.profiler) where
 each training step's time goes at matched width/depth: dense matmuls, the fused attention kernel, the rest.
-Writes results.json, table.md and bench.png into --out. --config takes a YAML/JSON file whose keys are
+Writes results.json, table.md (every table) and bench.png into --out; the terminal gets the headline
+columns only. --config takes a YAML/JSON file whose keys are
 the fields of aot.bench.suite.BenchSettings (e.g. n_embd, seq_len, batch, depth, repeat, seq_lens)."""
 
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.refresh_peak:
         return refresh_peaks()
-    from aot.bench.report import markdown_report, plot_report
+    from aot.bench.report import markdown_report, plot_report, terminal_summary
     from aot.bench.suite import run_suite
 
     settings = settings_from_args(args)
@@ -126,6 +127,6 @@ def run(args: argparse.Namespace) -> int:
     table = markdown_report(results)
     (out / "table.md").write_text(table)
     plot_report(results, out / "bench.png")
-    print(table)
-    print(f"wrote {out / 'results.json'}, {out / 'table.md'}, {out / 'bench.png'}")
+    print(terminal_summary(results), end="")
+    print(f"wrote table.md (every table), results.json and bench.png into {out}")
     return 0

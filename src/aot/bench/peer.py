@@ -59,9 +59,11 @@ def hf_gpt2(cfg: ModelConfig) -> nn.Module:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # for the peer only; restored below
     try:
-        return GPT2LMHeadModel(hf_cfg)
+        model = GPT2LMHeadModel(hf_cfg)
     finally:
         hf_logging.set_verbosity(verbosity)
+    model.loss_type = "ForCausalLM"  # HF's default loss, named, so its forward does not warn that none was set
+    return model
 
 
 def hf_parameter_names(n_layer: int) -> dict[str, tuple[str, bool]]:

@@ -134,6 +134,43 @@ def markdown_report(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the widest line :func:`terminal_summary` prints
+TERMINAL_WIDTH = 100
+
+
+def terminal_summary(results: dict[str, Any]) -> str:
+    """What `aot bench` prints: the headline columns of the model table and the peer's ratio, at most
+    :data:`TERMINAL_WIDTH` columns wide (the full tables are in table.md)."""
+    env, peak = results["environment"], results["peak"]
+    lines = [
+        f"{env['date']} · {env['processor']} · {env['cpu_count']} CPUs · {results['settings']['dtype']} · "
+        f"matmul peak {_si(peak['used'], 'FLOP/s')}"
+    ]
+    if results.get("models"):
+        lines += [
+            "",
+            f"{'group':<20} {'model':<16} {'layers':>6} {'train tok/s':>11} {'MFU':>6} {'peak mem':>9} {'vs GPT-2':>8}",
+        ]
+        base = {r["group"]: r for r in results["models"] if r["label"] == "GPT-2"}
+        for r in results["models"]:
+            gpt2 = base.get(r["group"])
+            ratio = f"{r['train_tokens_per_s'] / gpt2['train_tokens_per_s']:.2f}×" if gpt2 else "—"
+            lines.append(
+                f"{r['group'][:20]:<20} {r['label'][:16]:<16} {r['n_layer']:>6} {r['train_tokens_per_s']:>11,.0f} "
+                f"{100 * r['train_mfu_causal']:>5.1f}% {_mib(r.get('train_peak_bytes')):>9} {ratio:>8}"
+            )
+    peer = results.get("peer")
+    if peer and "skipped" not in peer:
+        lines += [
+            "",
+            f"HF GPT-2 peer: ours / HF training speed {peer['train_speed_ratio']:.2f}×, forward "
+            f"{peer['forward_speed_ratio']:.2f}×; logits differ by at most {peer['max_abs_logit_difference']:.1e}",
+        ]
+    elif peer:
+        lines += ["", f"HF GPT-2 peer skipped: {peer['skipped']}"[:TERMINAL_WIDTH]]
+    return "\n".join(line[:TERMINAL_WIDTH] for line in lines) + "\n"
+
+
 def _breakdown_table(models: list[dict[str, Any]], peak: float) -> list[str]:
     """Where each training step's time goes (rows measured with ``breakdown``), and the MFU the step would
     reach if only its two kinds of products took time (the ceiling they set)."""

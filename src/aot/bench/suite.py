@@ -278,7 +278,8 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
         rows = []
         for group in ("matched width/depth", "matched params"):
             depths = {lbl: s.depth if group == "matched width/depth" else matched_depth(s, lbl) for lbl, _, _ in BLOCKS}
-            log(f"[{group}] " + ", ".join(f"{lbl} ({n} layers)" for lbl, n in depths.items()) + " ...")
+            layers = sorted(set(depths.values()))
+            log(f"[{group}] {len(depths)} block types, {layers[0]}–{layers[-1]} layers ...")
             cfgs = [block_config(s, lbl, n) for lbl, n in depths.items()]
             breakdown = s.breakdown and group == "matched width/depth"
             measured = measure_models(s, cfgs, s.batch, s.seq_len, peak, breakdown=breakdown)
@@ -291,7 +292,7 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
         for value in values:  # at each point the blocks are timed interleaved
             seq_len, depth = (value, s.depth) if section == "seq" else (s.seq_len, value)
             batch = max(1, s.scaling_tokens // seq_len) if section == "seq" else s.batch
-            log(f"[{section} scaling] T = {seq_len}, {depth} layers, batch {batch}: {', '.join(s.scaling_blocks)} ...")
+            log(f"[{section} scaling] T = {seq_len}, {depth} layers, batch {batch}: {len(s.scaling_blocks)} blocks ...")
             cfgs = [block_config(s, label, depth, seq_len) for label in s.scaling_blocks]
             measured = measure_models(
                 s,
@@ -332,7 +333,7 @@ def run_peer(s: BenchSettings, peak: float, log: Any = print) -> dict[str, Any]:
     try:
         import transformers  # noqa: F401
     except ImportError:
-        log(f"[peer] skipped: {MISSING_MESSAGE}")
+        log("[peer] skipped: transformers is not installed (pip install 'aot[hf]')")
         return dict(skipped=MISSING_MESSAGE)
     device, dtype = torch.device(s.device), s.torch_dtype
     cfg = block_config(s, BASELINE, s.depth)

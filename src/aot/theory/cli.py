@@ -27,7 +27,7 @@ examples:
   aot denoise                                  # main run + sweeps into runs/denoise (~1 min, 1 core)
   aot denoise --out benchmarks/denoise         # the recorded run
   aot denoise --deltas 0.2 0.5 --eta 0.1 --tau 0.6 --no-sweeps
-  aot denoise --learn --out runs/denoise-learn # learn the bases by backprop, 5 seeds (~30 s per seed)
+  aot denoise --learn --out runs/denoise-learn # learn the bases by backprop, 5 seeds (212 s recorded)
   aot denoise --learn --seeds 1                # one seed
   aot denoise --config configs/denoise.yaml    # sections denoise:, sweep:, learn:
 
