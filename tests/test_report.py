@@ -207,6 +207,21 @@ def test_ctrl_c_leaves_finished_parts_and_a_report(tiny_report, tmp_path):
     assert md_tables(sections["theory"])
 
 
+def test_only_keeps_showing_parts_finished_under_an_earlier_code_version(tiny_report, tmp_path):
+    """`--only theory` after a code change: the other parts are not re-run, and their earlier results are still
+    shown, marked as coming from an earlier version (a part that never finished stays "not selected")."""
+    out = tmp_path / "report"
+    shutil.copytree(tiny_report, out)
+    status_path = out / "lm" / STATUS
+    status = json.loads(status_path.read_text())
+    status_path.write_text(json.dumps({**status, "key": "an-earlier-code-version"}))
+    assert main(["reproduce", "--preset", "tiny", "--out", str(out), "--only", "theory", "--data",
+                 f"text={FIXTURE}"]) == 0  # fmt: skip
+    sections = md_sections((out / "report.md").read_text())
+    assert "from an earlier code or plan version" in sections["lm"] and md_tables(sections["lm"])
+    assert md_tables(sections["theory"])
+
+
 def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):
     code = main(["reproduce", "--preset", "paper", "--out", str(tmp_path), "--only", "lm", "efficiency"])
     assert code == 0

@@ -21,6 +21,7 @@ STATE_WORDS = {
     "interrupted": "interrupted (runs again next time)",
     "not selected": "not run (not selected by --only)",
     "not reached": "not run (stopped before it)",
+    "earlier": "from an earlier code or plan version (not re-run by this --only; run the part to refresh it)",
 }
 
 

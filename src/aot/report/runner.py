@@ -103,8 +103,9 @@ def part_key(part: Part, preset: str, plan: Plan, part_dir: Path, code: str) -> 
 @dataclass
 class Outcome:
     """What happened to a part: ``done`` (ran now), ``skipped`` (finished before, same key), ``failed``,
-    ``planned`` (cannot run here; commands listed), ``interrupted``, ``not reached`` (stopped before it) or
-    ``not selected`` (``--only``)."""
+    ``planned`` (cannot run here; commands listed), ``interrupted``, ``not reached`` (stopped before it),
+    ``not selected`` (``--only``) or ``earlier`` (not selected, and its results come from an earlier plan or code
+    version: shown, marked so)."""
 
     name: str
     state: str
@@ -118,7 +119,7 @@ class Outcome:
 
     @property
     def has_results(self) -> bool:
-        return self.state in ("done", "skipped")
+        return self.state in ("done", "skipped", "earlier")
 
 
 def read_status(part_dir: Path) -> dict[str, Any]:
@@ -272,7 +273,8 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
 
 
 def stored_outcome(part: Part, ctx: Context, code: str) -> Outcome:
-    """A part not selected by ``--only``: its earlier results count if they match the current plan."""
+    """A part not selected by ``--only``: its earlier results count if they match the current plan and code;
+    results of an earlier plan or code version are still shown, as ``earlier``."""
     try:
         plan = part.plan(ctx)
     except Exception:
@@ -286,6 +288,17 @@ def stored_outcome(part: Part, ctx: Context, code: str) -> Outcome:
             part.name,
             "skipped",
             key,
+            seconds,
+            status.get("command_seconds", seconds),
+            status.get("finished", ""),
+            commands=commands,
+        )
+    if status.get("state") == "done" and (ctx.part_dir / RESULTS).is_file():  # finished under another key
+        seconds = status.get("seconds", 0.0)
+        return Outcome(
+            part.name,
+            "earlier",
+            status.get("key", ""),
             seconds,
             status.get("command_seconds", seconds),
             status.get("finished", ""),
