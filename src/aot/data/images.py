@@ -158,12 +158,11 @@ def read_idx(path: Path) -> np.ndarray:
     except OSError as exc:
         raise AotError(f"cannot read {str(path)!r} ({exc.strerror or exc}); reinstall the data set") from None
     magic = struct.unpack(">I", raw[:4])[0] if len(raw) >= 4 else 0
+    shape: tuple[int, ...]
     if magic == 2051 and len(raw) >= 16:
-        n, rows, cols = struct.unpack(">III", raw[4:16])
-        data, shape = raw[16:], (n, rows, cols)
+        shape, data = struct.unpack(">III", raw[4:16]), raw[16:]
     elif magic == 2049 and len(raw) >= 8:
-        (n,) = struct.unpack(">I", raw[4:8])
-        data, shape = raw[8:], (n,)
+        shape, data = struct.unpack(">I", raw[4:8]), raw[8:]
     else:
         raise AotError(f"{str(path)!r} is not an idx image or label file (magic {magic}); reinstall the data set")
     if len(data) != int(np.prod(shape)):
@@ -188,7 +187,7 @@ def mnist_zarr_path() -> Path | None:
     spec = importlib.util.find_spec("pureml")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / MNIST_ZARR
+    path = Path(next(iter(spec.submodule_search_locations))) / MNIST_ZARR
     return path if path.is_file() else None
 
 
@@ -202,7 +201,7 @@ def load_mnist() -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
         raise AotError("reading MNIST needs zarr; run `pip install zarr`") from None
     group = zarr.open_group(zarr.storage.ZipStore(path, mode="r"), mode="r")
     splits = {
-        split: (np.asarray(group[f"{split}_images"][:])[:, None], np.asarray(group[f"{split}_labels"][:]))
+        split: (np.asarray(group[f"{split}_images"])[:, None], np.asarray(group[f"{split}_labels"]))
         for split in ("train", "test")
     }
     return splits, [str(d) for d in range(10)]
@@ -218,7 +217,7 @@ def load_digits_split(seed: int = 0) -> tuple[dict[str, tuple[np.ndarray, np.nda
     images = np.clip(np.rint(bunch.images * (255.0 / 16.0)), 0, 255).astype(np.uint8)[:, None]
     labels = bunch.target.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(labels))
-    cut = int(round(0.8 * len(labels)))
+    cut = round(0.8 * len(labels))
     train, test = order[:cut], order[cut:]
     return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}, [str(d) for d in range(10)]
 
@@ -280,11 +279,13 @@ def load_image_folder(root: Path, seed: int = 0) -> tuple[dict[str, tuple[np.nda
         if test_classes != classes:
             raise AotError(f"{root}/test has classes {test_classes} but {root}/train has {classes}; use the same")
         if test_x.shape[1:] != train_x.shape[1:]:
-            raise AotError(f"{root}/test images are {_shape_text(test_x.shape[1:])}, train {_shape_text(train_x.shape[1:])}")
+            raise AotError(
+                f"{root}/test images are {_shape_text(test_x.shape[1:])}, train {_shape_text(train_x.shape[1:])}"
+            )
         return {"train": (train_x, train_y), "test": (test_x, test_y)}, classes
     images, labels, classes = _read_class_folders(root)
     order = np.random.default_rng(seed).permutation(len(labels))
-    cut = max(1, int(round(0.8 * len(labels))))
+    cut = max(1, round(0.8 * len(labels)))
     train, test = order[:cut], order[cut:]
     return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}, classes
 
@@ -327,8 +328,8 @@ def _load_raw(spec: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list
     if spec.startswith("hf:"):
         return (*load_hf_images(spec[3:]), False)
     path = Path(spec).expanduser()
-    if path.is_dir():
-        return (*load_image_folder(path), False)
+    if path.is_dir() or "/" in spec or spec.startswith("."):
+        return (*load_image_folder(path), True)
     import difflib
 
     close = difflib.get_close_matches(spec, IMAGE_SETS, n=1)
@@ -346,14 +347,14 @@ def load_images(spec: str = DEFAULT_IMAGE_SET, val_size: int | float = 0.1, seed
     raw, classes, flip = _load_raw(spec)
     train_x, train_y = raw["train"]
     n = len(train_y)
-    n_val = int(round(val_size * n)) if isinstance(val_size, float) else int(val_size)
+    n_val = round(val_size * n) if isinstance(val_size, float) else int(val_size)
     if not 0 <= n_val < n:
         raise AotError(f"val_size={val_size} leaves no training images out of {n}; lower it")
     order = np.random.default_rng(seed).permutation(n)
     val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
 
     def pair(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.asarray(y, dtype=np.int64))
+        return torch.from_numpy(np.array(x, dtype=np.uint8)), torch.from_numpy(np.array(y, dtype=np.int64))
 
     splits = {"train": pair(train_x[train], train_y[train]), "val": pair(train_x[val], train_y[val])}
     splits["test"] = pair(*raw["test"])
@@ -384,9 +385,7 @@ def is_available(name: str) -> bool:
 # -- the trainer's batch source ---------------------------------------------------------------------------
 
 
-def random_crop_flip(
-    images: torch.Tensor, generator: torch.Generator, padding: int, flip: bool
-) -> torch.Tensor:
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int, flip: bool) -> torch.Tensor:
     """Per image: zero-pad by ``padding`` on every side and cut a random window of the original size (offsets
     uniform in [0, 2·padding]); mirror left-right with probability ½ when ``flip``. Random numbers are drawn
     for the whole tensor first, so row r's augmentation does not depend on which rows are asked for."""

@@ -32,7 +32,8 @@ def evaluate_classifier(
     for first in range(0, n, batch_size):
         x = normalise(images[first : min(first + batch_size, n)]).to(device)
         y = labels[first : min(first + batch_size, n)].to(device)
-        logits = model(x).float()
+        logits = model(x)
+        logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16 autocast → fp32 for the loss
         total_loss += float(F.cross_entropy(logits, y, reduction="sum"))
         k = min(5, logits.shape[-1])
         best = logits.topk(k, dim=-1).indices

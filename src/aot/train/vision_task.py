@@ -44,7 +44,7 @@ class VisionDataConfig:
     default: on for Fashion-MNIST and folders, off for digits)."""
 
     dataset: str = DEFAULT_IMAGE_SET
-    val_size: float = 5000
+    val_size: float = 0.1
     padding: int = 2
     flip: bool | None = None
 
@@ -99,7 +99,7 @@ _PAPER_TRAIN = {
 
 
 def _fashion(model: dict[str, Any]) -> dict[str, Any]:
-    return {"model": model, "data": {"dataset": "fashion-mnist"}, "train": dict(_FASHION_TRAIN)}
+    return {"model": model, "data": {"dataset": "fashion-mnist", "val_size": 5000}, "train": dict(_FASHION_TRAIN)}
 
 
 def _paper(model: str) -> dict[str, Any]:
@@ -107,7 +107,8 @@ def _paper(model: str) -> dict[str, Any]:
 
 
 # Named training presets. The CPU ones train the ~0.8M-parameter models of aot.models.presets on Fashion-MNIST
-# for one epoch (430 steps of 128 of the 55,000 training images); the paper's sizes need an ImageNet-style folder (--data DIR).
+# for one epoch (430 steps of 128 of the 55,000 training images); the paper's sizes need an ImageNet-style
+# folder (--data DIR).
 VISION_PRESETS: dict[str, dict[str, Any]] = {
     "aot-mssa": _fashion({"preset": "aot-mssa-v-cpu"}),
     "aot-mhsa": _fashion({"preset": "aot-mhsa-v-cpu"}),
@@ -187,9 +188,15 @@ def classification_loss(label_smoothing: float):  # type: ignore[no-untyped-def]
 
 
 def train_vision(
-    run: VisionRun, out_dir: str | Path, device_name: str = "auto", seed: int = 0, resume: bool = False
+    run: VisionRun,
+    out_dir: str | Path,
+    device_name: str = "auto",
+    seed: int = 0,
+    resume: bool = False,
+    stop_at: int | None = None,
 ) -> dict:
-    """Train, evaluate on val and test, and write ``results.json``, ``loss_curve.png`` and ``confusion.png``."""
+    """Train, evaluate on val and test, and write ``results.json``, ``loss_curve.png`` and ``confusion.png``.
+    ``stop_at``: stop after that step with a checkpoint and no final evaluation (as an interrupted run would)."""
     out = Path(out_dir)
     from aot.train.distributed import env_from_torchrun
 
@@ -235,7 +242,9 @@ def train_vision(
         model_config=model_cfg.to_dict(),
     )
     wall_start = time.perf_counter()
-    result = trainer.fit(resume=resume)
+    result = trainer.fit(resume=resume, stop_at=stop_at)
+    if stop_at is not None and result.step < run.train.steps:
+        return {}
     final = {}
     trainer.model.eval()
     with torch.no_grad(), trainer.autocast():
