@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--steps", type=int, help="optimizer steps (default: the preset's; ablation: 150)")
-    parser.add_argument("--only", default="", help="ablation: only the rows whose label starts with this")
+    parser.add_argument("--rows", nargs="+", type=int, help="ablation: only these rows (0-based, in ABLATIONS order)")
     parser.add_argument("--runs", default="runs/bench-vision", help="folder for the individual runs")
     parser.add_argument("--lock", metavar="FILE", help="hold this flock(1)-style lock around each run")
     args = parser.parse_args(argv)
@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [(m, m, [], seed) for seed in args.seeds for m in args.models]
         tag = "main"
     elif args.mode == "ablation":
-        jobs = [(label, preset, sets, 0) for label, (preset, sets) in ABLATIONS.items() if label.startswith(args.only)]
+        rows = list(ABLATIONS.items())
+        wanted = range(len(rows)) if args.rows is None else args.rows
+        jobs = [(rows[i][0], rows[i][1][0], rows[i][1][1], 0) for i in wanted]
         tag = "ablation"
     else:
         jobs, tag = [], "report"
