@@ -31,17 +31,18 @@ HERE = Path(__file__).resolve().parent
 MODELS = ["aot-mssa", "aot-mhsa", "transformer", "crate"]  # training presets of `aot train vision`
 # What makes AoT-MSSA-V train: each row changes one choice of the model (150 steps x 128 = 0.35 epochs, seed 0).
 # Written before the result was known; the winner became the preset (see README.md).
-NO_NORM = ["model.norm=none", "model.residual_scale=none"]
+DEEP = ["model.n_layer=24", "model.n_embd=128"]
+NO_NORM = [*DEEP, "model.norm=none", "model.residual_scale=none"]
 ABLATIONS: dict[str, tuple[str, list[str]]] = {
     "mssa 24x128, no norm, no eta (the paper's text)": ("aot-mssa", NO_NORM),
-    "mssa 24x128, LayerNorm, no eta": ("aot-mssa", ["model.norm=layernorm", "model.residual_scale=none"]),
+    "mssa 24x128, LayerNorm, no eta": ("aot-mssa", [*DEEP, "model.norm=layernorm", "model.residual_scale=none"]),
     "mssa 24x128, no norm, eta per channel 0.1": (
         "aot-mssa",
-        ["model.norm=none", "model.residual_scale=channel", "model.residual_scale_init=0.1"],
+        [*DEEP, "model.norm=none", "model.residual_scale=channel", "model.residual_scale_init=0.1"],
     ),
     "mssa 24x128, LayerNorm, eta per channel 0.1": (
         "aot-mssa",
-        ["model.norm=layernorm", "model.residual_scale=channel", "model.residual_scale_init=0.1"],
+        [*DEEP, "model.norm=layernorm", "model.residual_scale=channel", "model.residual_scale_init=0.1"],
     ),
     "mssa 6x256, LayerNorm, eta per channel 0.1": (
         "aot-mssa",
@@ -53,12 +54,14 @@ ABLATIONS: dict[str, tuple[str, list[str]]] = {
             "model.n_embd=256",
         ],
     ),
-    "mssa 24x128, LayerNorm, eta per channel 0.1, no positions": (
+    "mssa 6x256, LayerNorm, eta per channel 0.1, no positions": (
         "aot-mssa",
         [
             "model.norm=layernorm",
             "model.residual_scale=channel",
             "model.residual_scale_init=0.1",
+            "model.n_layer=6",
+            "model.n_embd=256",
             "model.position=none",
         ],
     ),
@@ -95,10 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         sets = [*sets, "train.progress=false", *([f"train.steps={args.steps or 150}"] if tag == "ablation" else [])]
         if args.steps and tag == "main":
             sets.append(f"train.steps={args.steps}")
-        key = hashlib.sha256(json.dumps([tag, args.data, preset, sets, seed]).encode()).hexdigest()[:10]
+        run = build_run_config(preset, flags={"data": {"dataset": args.data}}, sets=sets)
+        model = run.model_config().to_dict()  # the key follows the preset's resolved model, not just its name
+        key = hashlib.sha256(json.dumps([tag, args.data, preset, sets, seed, model]).encode()).hexdigest()[:10]
         out = Path(args.runs) / f"{tag}-{args.data}-{preset}-s{seed}-{key}"
         if not (out / "results.json").is_file():
-            run = build_run_config(preset, flags={"data": {"dataset": args.data}}, sets=sets)
             print(f"== {tag} {args.data} {label} seed {seed}", flush=True)
             with cpu_lock(args.lock):
                 train_vision(run, out, "cpu", seed=seed, resume=True)
@@ -178,7 +182,7 @@ def markdown(store: dict) -> str:
     lines = [
         "# Image classification: AoT-V against ViT and CRATE at matched parameters",
         "",
-        f"Machine: {machine.get('cpu_model', machine['platform'])}, {machine['cpu_count']} CPUs, torch "
+        f"Machine: {machine.get('processor') or machine['platform']}, {machine['cpu_count']} CPUs, torch "
         f"{machine['torch']}, one torch thread; written {machine['date']}. Reproduce with the commands in "
         "`benchmarks/vision/run.py`. Images/s and seconds come from a 2-core machine shared with other jobs (heavy "
         "runs serialised by flock, light ones not): read them as ±30 %, and compare models by the ratio; accuracies "
@@ -193,8 +197,8 @@ def markdown(store: dict) -> str:
     main_rows = [r for r in store["runs"] if r["tag"] == "main"]
     groups: dict[tuple, list[dict]] = {}
     for r in main_rows:
-        groups.setdefault((r["data"], r["preset"], tuple(r["overrides"])), []).append(r)
-    for (data, preset, _), rows in sorted(groups.items()):
+        groups.setdefault((r["data"], r["preset"], r["n_layer"], r["n_embd"], tuple(r["overrides"])), []).append(r)
+    for (data, preset, *_), rows in sorted(groups.items()):
         r0 = rows[0]
         lines.append(
             f"| {data} | {preset} | {r0['block']} | {r0['n_layer']} x {r0['n_embd']} | {r0['norm']} | "
@@ -234,12 +238,20 @@ def plot(store: dict) -> None:
         return
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.6), squeeze=False)
     for ax, data in zip(axes[0], datasets):
-        presets = [m for m in MODELS if any(r["preset"] == m and r["data"] == data for r in main_rows)]
-        for i, preset in enumerate(presets):
-            accs = [100 * r["test_top1"] for r in main_rows if r["preset"] == preset and r["data"] == data]
+        shapes = sorted(
+            {(r["preset"], r["n_layer"], r["n_embd"]) for r in main_rows if r["data"] == data},
+            key=lambda shape: (MODELS.index(shape[0]) if shape[0] in MODELS else 99, shape[1]),
+        )
+        for i, (preset, n_layer, n_embd) in enumerate(shapes):
+            accs = [
+                100 * r["test_top1"]
+                for r in main_rows
+                if (r["preset"], r["n_layer"], r["n_embd"], r["data"]) == (preset, n_layer, n_embd, data)
+            ]
             ax.bar(i, statistics.mean(accs), color=f"C{i}", alpha=0.6)
             ax.plot([i] * len(accs), accs, "ko", ms=3)
-        ax.set_xticks(range(len(presets)), presets, rotation=20)
+        labels = [f"{preset}\n{n_layer}x{n_embd}" for preset, n_layer, n_embd in shapes]
+        ax.set_xticks(range(len(shapes)), labels, fontsize=8)
         low = min(100 * r["test_top1"] for r in main_rows if r["data"] == data)
         ax.set_ylim(max(0, low - 5), 100)
         ax.set_ylabel("test top-1 (%)")

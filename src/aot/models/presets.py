@@ -107,8 +107,8 @@ PRESETS: dict[str, Preset] = {
         Preset("vit-cpu", dict(block="transformer", n_layer=4, n_embd=128, n_head=4, **_FASHION), "ViT, 4 layers"),
         Preset(
             "aot-mssa-v-cpu",
-            dict(block="aot-mssa", n_layer=24, n_embd=128, n_head=4, tied_output=False, **_AOT_V_CPU, **_FASHION),
-            "AoT-MSSA-V, 24 layers, LayerNorm and eta per channel (benchmarks/vision)",
+            dict(block="aot-mssa", n_layer=6, n_embd=256, n_head=4, tied_output=False, **_AOT_V_CPU, **_FASHION),
+            "AoT-MSSA-V, 6 layers x 256 (beat 24 x 128), LayerNorm and eta per channel (benchmarks/vision)",
         ),
         Preset(
             "aot-mhsa-v-cpu",

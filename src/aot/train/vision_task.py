@@ -115,7 +115,7 @@ VISION_PRESETS: dict[str, dict[str, Any]] = {
     "transformer": _fashion({"preset": "vit-cpu"}),
     "crate": _fashion({"preset": "crate-v-cpu"}),
     "digits-quick": {
-        "model": {"preset": "aot-mssa-v-cpu", "image_size": 8, "patch_size": 2, "n_layer": 4},
+        "model": {"preset": "aot-mssa-v-cpu", "image_size": 8, "patch_size": 2, "n_layer": 4, "n_embd": 128},
         "data": {"dataset": "digits", "val_size": 0.1, "padding": 0},
         "train": {**_RECIPE, "steps": 150, "batch_size": 64, "lr": 2e-3, "warmup_steps": 15, "eval_every": 50},
         "eval": {"periodic_images": None},
