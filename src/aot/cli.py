@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "aot.export_cli",
     "aot.theory.cli",
     "aot.bench.cli",
+    "aot.analysis.cli",
 ]
 
 

@@ -1,0 +1,125 @@
+"""`aot analyze`: look inside a trained model — layer-by-layer denoising (energy shares, subspace SNR, coding
+rates), circuits (QK/OV spectra, composition, previous-token and induction heads) and subspace geometry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from aot.cli import add_experiment_args
+from aot.config import from_dict, load_config_file
+from aot.devices import resolve_device
+from aot.errors import AotError
+from aot.runinfo import machine_info
+
+DEFAULT_OUT = "RUN_DIR/analysis"
+
+EPILOG = """\
+examples:
+  aot analyze runs/lm                          # the val split, 8 batches x 8 windows of 128 tokens
+  aot analyze runs/lm --data test --batches 16 --out runs/lm-inside
+  aot analyze runs/lm --data notes.txt         # any text file, encoded with the run's tokenizer
+  aot analyze --calibrate --out runs/calib     # Definition 1 data through the true unrolled denoiser
+
+outputs (in --out): results.json with, per layer, the heads' energy shares, the subspace SNR of the tokens
+the layer reads and of its output (bands over batches and tokens), their ratio (Theorem 1's factor), the
+coding rate R and compression term R_c; composition scores, QK/OV singular values, previous-token and
+induction scores per head; principal-angle overlaps and the orthogonality gap. Figures: denoising.png,
+circuits.png, spectra.png, geometry.png. With --calibrate: calibration.json and calibration.png.
+Definitions: docs/math.md (section "Inside trained models").
+"""
+
+
+@dataclass
+class AnalyzeConfig:
+    """Options (also the keys of a --config file): batches × batch_size windows of seq_len tokens; ε of the
+    coding rates; the length n of the repeated random sequences [r, r] for the induction scores."""
+
+    data: str = "val"
+    batches: int = 8
+    batch_size: int = 8
+    seq_len: int = 128
+    eps: float = 0.5
+    induction_length: int = 32
+
+    def validate(self) -> None:
+        for name in ("batches", "batch_size", "seq_len", "induction_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AotError(f"{name}={value!r} must be a positive integer")
+        if not self.eps > 0:
+            raise AotError(f"eps={self.eps!r} must be positive")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "analyze",
+        help="look inside a trained model: per-layer denoising, circuits, induction heads, subspace geometry",
+        description="Read a run folder written by `aot train lm` (its checkpoint/ and results.json) through the "
+        "model's hook points and measure whether its layers denoise as Theorem 1 says (energy in the heads' "
+        "subspaces, subspace SNR per layer, coding rates), its circuits and the geometry of its heads' subspaces.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a folder written by `aot train lm`")
+    parser.add_argument("--data", help="val (default), test, train, or a text file to encode with the run's tokenizer")
+    parser.add_argument("--batches", type=int, help="number of batches (default 8)")
+    parser.add_argument("--batch-size", type=int, help="windows per batch (default 8)")
+    parser.add_argument("--seq-len", type=int, help="tokens per window (default 128, at most the block size)")
+    parser.add_argument("--eps", type=float, help="precision ε of the coding rates (default 0.5)")
+    parser.add_argument("--calibrate", action="store_true", help="run on Definition 1 data instead of RUN_DIR")
+    add_experiment_args(parser, default_out=DEFAULT_OUT)
+    parser.set_defaults(func=run)
+
+
+def _config(args: argparse.Namespace) -> AnalyzeConfig:
+    values = load_config_file(args.config) if args.config else {}
+    cfg = from_dict(AnalyzeConfig, values, "analyze")
+    for name in ("data", "batches", "batch_size", "seq_len", "eps"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    cfg.validate()
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    if args.calibrate:
+        from aot.analysis.calibration import calibrate
+        from aot.analysis.figures import plot_calibration
+
+        out = Path("runs/analysis-calibration" if args.out == DEFAULT_OUT else args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        result = {"machine": machine_info(), **calibrate(eps=cfg.eps, seed=args.seed)}
+        (out / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")
+        plot_calibration(result, out / "calibration.png")
+        print(
+            f"calibration: analysis SNR vs aot.theory SNR, largest relative difference "
+            f"{result['max_relative_difference']:.1e} over {result['setting']['layers'] + 1} layers. "
+            f"Wrote {out / 'calibration.json'}"
+        )
+        return 0
+    if not args.run_dir:
+        raise AotError("give a RUN_DIR (a folder written by `aot train lm`) or --calibrate")
+    from aot.analysis.run import analyze_run
+
+    out = Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else Path(args.out)
+    torch.manual_seed(args.seed)
+    options = asdict(cfg)
+    data = options.pop("data")
+    results = analyze_run(args.run_dir, out, data=data, seed=args.seed, device=resolve_device(args.device), **options)
+    layers = results["denoising"]["layers"]
+    gains = [row["gain"]["mean"] for row in layers]
+    induction = torch.tensor(results["circuits"]["induction"])
+    layer, head = divmod(int(induction.argmax()), induction.shape[1])
+    print(
+        f"{results['model']['block']} L={len(layers)}: input SNR {layers[0]['snr_in']['mean']:.3f} -> "
+        f"{layers[-1]['snr_in']['mean']:.3f} (layer {len(layers) - 1}); layers with gain > 1: "
+        f"{sum(g > 1 for g in gains)}/{len(gains)}; top induction head {layer}.{head} "
+        f"({float(induction.max()):.2f}). Wrote {out / 'results.json'}"
+    )
+    return 0

@@ -1,0 +1,156 @@
+"""Figures of `aot analyze` (matplotlib, Agg): the denoising profile with bands, circuits heat maps, spectra
+and subspace geometry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def _series(layers: list[dict[str, Any]], key: str, stat: str = "mean") -> np.ndarray:
+    return np.array([row[key][stat] for row in layers], dtype=np.float64)
+
+
+def _band_plot(ax: Any, x: np.ndarray, layers: list[dict[str, Any]], key: str, label: str, color: str) -> None:
+    ax.plot(x, _series(layers, key), "o-", color=color, ms=3, label=label)
+    ax.fill_between(x, _series(layers, key, "q10"), _series(layers, key, "q90"), color=color, alpha=0.2)
+
+
+def plot_denoising(profile: dict[str, Any], path: Path, title: str) -> Path:
+    """SNR of the tokens each layer reads (bands: 10–90 % over batches; dashed: token median with its
+    25–75 % band), the per-layer gain, the coding rates, and the heads' energy shares."""
+    layers = profile["layers"]
+    x = np.arange(len(layers))
+    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
+    ax = axes[0]
+    _band_plot(ax, x, layers, "snr_in", "subspace SNR of layer input (batches 10–90 %)", "tab:blue")
+    median = [row["token_snr_in"]["q50"] for row in layers]
+    ax.plot(x, median, "--", color="tab:gray", lw=1, label="per-token SNR median (25–75 %)")
+    low, high = ([row["token_snr_in"][q] for row in layers] for q in ("q25", "q75"))
+    ax.fill_between(x, low, high, color="0.7", alpha=0.3)
+    ax.set(xlabel="layer", ylabel="SNR", title="SNR in each layer's own subspaces")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    _band_plot(ax, x, layers, "gain", "SNR(out) / SNR(in)", "tab:red")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set(xlabel="layer", ylabel="gain", title="per-layer gain (Theorem 1: 1 + ητ > 1)")
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    _band_plot(ax, x, layers, "R_in", "R(Z)", "tab:green")
+    _band_plot(ax, x, layers, "Rc_in", "R_c(Z | U)", "tab:purple")
+    ax.set(xlabel="layer", ylabel="nats", title=f"coding rates of the layer input (ε = {profile['eps']:g})")
+    ax.legend(fontsize=7)
+    ax = axes[3]
+    shares = np.array([row["share"] for row in layers])  # (L, K)
+    image = ax.imshow(shares.T, aspect="auto", cmap="viridis", origin="lower")
+    fig.colorbar(image, ax=ax)
+    ax.set(xlabel="layer", ylabel="head", title="mean energy share ‖Q_kᵀz‖²/‖z‖²")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_circuits(circuits: dict[str, Any], path: Path, title: str) -> Path:
+    """Previous-token and induction scores (layers × heads) and the mean Q/K/V-composition between layers."""
+    previous = np.array(circuits["previous_token"])
+    induction = np.array(circuits["induction"])
+    n_layer = previous.shape[0]
+    fig, axes = plt.subplots(1, 5, figsize=(20, 3.8))
+    for ax, scores, name in ((axes[0], previous, "previous-token"), (axes[1], induction, "induction")):
+        image = ax.imshow(scores, aspect="auto", cmap="magma", vmin=0, vmax=1, origin="lower")
+        fig.colorbar(image, ax=ax)
+        ax.set(xlabel="head", ylabel="layer", title=f"{name} score")
+    for ax, kind in zip(axes[2:], "qkv"):
+        matrix = np.full((n_layer, n_layer), np.nan)
+        for row in circuits["pairs"]:
+            matrix[row["later"], row["earlier"]] = row[kind]["max"]
+        image = ax.imshow(matrix, cmap="viridis", origin="lower")
+        fig.colorbar(image, ax=ax)
+        ax.set(
+            xlabel="earlier layer",
+            ylabel="later layer",
+            title=f"{kind.upper()}-composition, max over heads\n(random ≈ {circuits['random_baseline']:.3f})",
+        )
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_spectra(circuits: dict[str, Any], path: Path, title: str) -> Path:
+    """Singular values of every head's QK and OV circuit, one line per layer (mean over heads)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, key, name in ((axes[0], "qk_singular_values", "QK"), (axes[1], "ov_singular_values", "OV")):
+        values = np.array(circuits[key])  # (L, H, p)
+        colors = plt.cm.viridis(np.linspace(0, 1, values.shape[0]))
+        for layer, color in enumerate(colors):
+            label = f"layer {layer}" if layer in (0, len(colors) - 1) else None
+            ax.semilogy(values[layer].mean(0), color=color, lw=1, label=label)
+        ax.set(xlabel="index", ylabel="singular value", title=f"{name} circuit spectra (mean over heads)")
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_geometry(geometry: dict[str, Any], path: Path, title: str) -> Path:
+    """Within-layer overlap and orthogonality gap against the random-subspace level, and the best overlap of
+    heads across layers."""
+    layers = geometry["layers"]
+    x = np.arange(len(layers))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    ax = axes[0]
+    ax.plot(x, [r["mean_overlap"] for r in layers], "o-", ms=3, label="mean overlap of head pairs (mean cos²)")
+    ax.plot(x, [r["orthogonality_gap"] for r in layers], "s-", ms=3, label="orthogonality gap")
+    ax.axhline(geometry["random_overlap"], color="black", lw=0.8, ls="--", label="random subspaces (p/d)")
+    ax.set(xlabel="layer", ylim=(0, 1), title="heads within a layer (0 = orthogonal)")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    image = ax.imshow(np.array(geometry["across_layers_best_overlap"]), cmap="viridis", vmin=0, vmax=1, origin="lower")
+    fig.colorbar(image, ax=ax)
+    ax.set(xlabel="layer", ylabel="layer", title="heads across layers: mean best overlap")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_all(results: dict[str, Any], out: Path, title: str) -> list[Path]:
+    return [
+        plot_denoising(results["denoising"], out / "denoising.png", title),
+        plot_circuits(results["circuits"], out / "circuits.png", title),
+        plot_spectra(results["circuits"], out / "spectra.png", title),
+        plot_geometry(results["geometry"], out / "geometry.png", title),
+    ]
+
+
+def plot_calibration(calibration: dict[str, Any], path: Path) -> Path:
+    """The analysis' SNR read through the hooks against aot.theory's SNR of the same unrolled trajectory."""
+    theory = np.array(calibration["theory_snr"])
+    measured = np.array(calibration["analysis_snr"])
+    s = calibration["setting"]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.plot(theory, "o-", ms=6, mfc="none", label="aot.theory SNR (true clusters)")
+    ax.plot(measured, "x", color="tab:red", ms=6, label="aot.analysis SNR (claims, via hooks)")
+    ax.set(
+        xlabel="layer",
+        ylabel="SNR",
+        title=f"calibration on Definition 1: δ={s['delta']}, η={s['eta']}, d={s['d']}, p={s['p']}, K={s['K']}",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
