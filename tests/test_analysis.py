@@ -266,9 +266,11 @@ def test_planted_induction_circuit_is_k_composition() -> None:
 def test_composition_score_matches_direct_frobenius_norms() -> None:
     heads = model_heads(tiny_lm("aot-mhsa", n_layer=2))
     scores = compositions(heads[0], heads[1])
-    a, b = heads[1].qk()[2].numpy(), heads[0].ov()[3].numpy()
-    expected = np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
-    assert float(scores["k"][2, 3]) == pytest.approx(expected, rel=1e-10)
+    ov = heads[0].ov()[3].numpy()
+    later = {"q": heads[1].qk()[2].numpy().T, "k": heads[1].qk()[2].numpy(), "v": heads[1].ov()[2].numpy()}
+    for kind, a in later.items():
+        expected = np.linalg.norm(a @ ov) / (np.linalg.norm(a) * np.linalg.norm(ov))
+        assert float(scores[kind][2, 3]) == pytest.approx(expected, rel=1e-9)
 
 
 # -- vision -------------------------------------------------------------------------------------------------

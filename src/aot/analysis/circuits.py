@@ -27,22 +27,36 @@ def singular_values(matrices: torch.Tensor, top: int | None = None) -> torch.Ten
     return values if top is None else values[..., :top]
 
 
-def composition_score(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """‖L R‖_F / (‖L‖_F ‖R‖_F) for every pair: left (H₂, d, d), right (H₁, d, d) -> (H₂, H₁)."""
-    product = torch.einsum("aij,bjk->abik", left, right)
-    norms = torch.linalg.matrix_norm(left)[:, None] * torch.linalg.matrix_norm(right)[None, :]
+Factors = tuple[torch.Tensor, torch.Tensor]  # a rank-p head matrix W = L R as (L (H, d, p), R (H, p, d))
+
+
+def _squared_norms(left: Factors) -> torch.Tensor:
+    """‖L R‖²_F = tr(LᵀL · R Rᵀ) for every head: (H,), computed with p × p matrices only."""
+    l, r = left
+    return torch.einsum("hpq,hqp->h", l.transpose(1, 2) @ l, r @ r.transpose(1, 2))
+
+
+def composition_score(left: Factors, right: Factors) -> torch.Tensor:
+    """‖A B‖_F / (‖A‖_F ‖B‖_F) for every pair, A = L_a R_a of the later heads (H₂) and B = L_b R_b of the earlier
+    ones (H₁): (H₂, H₁). With M = R_a L_b, ‖A B‖²_F = tr(Mᵀ L_aᵀL_a M R_bR_bᵀ), all in p × p."""
+    (la, ra), (lb, rb) = left, right
+    m = torch.einsum("apd,bdq->abpq", ra, lb)  # (H₂, H₁, p, p)
+    g = la.transpose(1, 2) @ la  # (H₂, p, p)
+    h = rb @ rb.transpose(1, 2)  # (H₁, p, p)
+    product = (m * torch.einsum("apr,abrs,bsq->abpq", g, m, h)).sum(dim=(-1, -2))
+    norms = (_squared_norms(left)[:, None] * _squared_norms(right)[None, :]).sqrt()
     norms = norms.clamp_min(torch.finfo(norms.dtype).tiny)  # a silent head (zero matrix) composes with nothing
-    return torch.linalg.matrix_norm(product) / norms
+    return product.clamp_min(0).sqrt() / norms
 
 
 def compositions(earlier: HeadWeights, later: HeadWeights) -> dict[str, torch.Tensor]:
-    """Q-, K- and V-composition of every head of ``later`` (rows) with every head of ``earlier`` (columns)."""
-    ov = earlier.ov()
-    qk = later.qk()
+    """Q-, K- and V-composition of every head of ``later`` (rows) with every head of ``earlier`` (columns):
+    B = W_OV = W_O · W_V of the earlier head; A = W_QKᵀ = W_Kᵀ W_Q, W_QK = W_Qᵀ W_K or W_OV of the later one."""
+    ov = (earlier.w_o, earlier.w_v)
     return {
-        "q": composition_score(qk.transpose(1, 2), ov),
-        "k": composition_score(qk, ov),
-        "v": composition_score(later.ov(), ov),
+        "q": composition_score((later.w_k.transpose(1, 2), later.w_q), ov),
+        "k": composition_score((later.w_q.transpose(1, 2), later.w_k), ov),
+        "v": composition_score((later.w_o, later.w_v), ov),
     }
 
 

@@ -30,6 +30,8 @@ def plot_denoising(profile: dict[str, Any], path: Path, title: str) -> Path:
     fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
     ax = axes[0]
     _band_plot(ax, x, layers, "snr_in", "subspace SNR of layer input (batches 10–90 %)", "tab:blue")
+    baseline = _series(layers, "snr_in_random_subspaces")
+    ax.plot(x, baseline, ":", color="black", lw=1, label="same tokens, random subspaces")
     median = [row["token_snr_in"]["q50"] for row in layers]
     ax.plot(x, median, "--", color="tab:gray", lw=1, label="per-token SNR median (25–75 %)")
     low, high = ([row["token_snr_in"][q] for row in layers] for q in ("q25", "q75"))

@@ -5,7 +5,8 @@ same norm of ``hook_resid_mid`` (blocks with an MLP) or ``hook_resid_post`` (att
 measured in the layer's own head subspaces (:func:`aot.analysis.heads.HeadWeights.read_bases`) with the
 measures of :mod:`aot.analysis.denoising`; the SNR of the output uses the input's claims, so their ratio is
 Theorem 1's per-layer factor. Results carry bands: over batches for the pooled SNR, over tokens for the
-per-token SNR, over sequences for the coding rates.
+per-token SNR, over sequences for the coding rates. The baseline beside them is the SNR of the same tokens in
+random orthonormal subspaces of the same shapes (what a layer that learned nothing would see).
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ def layer_streams(model: HookedModule, inputs: Sequence[Any]) -> list[tuple[torc
     return streams
 
 
+def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean over ``axis`` ignoring NaN (a head that claimed no token); NaN, without a warning, when all are."""
+    finite = np.isfinite(values)
+    total = np.where(finite, values, 0.0).sum(axis=axis)
+    count = finite.sum(axis=axis)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
 def _band(values: list[float] | np.ndarray) -> dict[str, float]:
     array = np.asarray(values, dtype=np.float64)
     array = array[np.isfinite(array)]
@@ -74,6 +83,9 @@ def denoising_profile(
     inputs; ``labels`` (T,) fixes the cluster of every position instead of the claims (calibration)."""
     bases = [orthonormal_bases(heads.read_bases()) for heads in model_heads(model)]
     n_layer = len(bases)
+    # the baseline: the same tokens in random subspaces of the same shapes (what no learning gives)
+    generator = torch.Generator().manual_seed(0)
+    random_bases = [orthonormal_bases(torch.randn(*u.shape, generator=generator, dtype=torch.float64)) for u in bases]
     per_batch: list[list[dict[str, Any]]] = [[] for _ in range(n_layer)]
     token_in: list[list[torch.Tensor]] = [[] for _ in range(n_layer)]
     token_out: list[list[torch.Tensor]] = [[] for _ in range(n_layer)]
@@ -90,6 +102,7 @@ def denoising_profile(
                 claimed = labels.to(z_in.device).repeat(z_in.shape[0])
             snr_in = subspace_snr(flat_in, u, claimed)
             snr_out = subspace_snr(flat_out, u, claimed)
+            snr_random = subspace_snr(flat_in, random_bases[layer].to(z_in.device))
             per_batch[layer].append(
                 {
                     "share": shares_in.mean(dim=1).tolist(),
@@ -97,6 +110,7 @@ def denoising_profile(
                     "claim_fraction": (torch.bincount(claimed, minlength=u.shape[0]) / claimed.numel()).tolist(),
                     "snr_in": snr_in.tolist(),
                     "snr_out": snr_out.tolist(),
+                    "snr_random": float(snr_random.nanmean()),
                 }
             )
             token_in[layer].append(token_snr(shares_in, claimed).cpu())
@@ -110,8 +124,8 @@ def denoising_profile(
         rows = per_batch[layer]
         heads_in = np.array([r["snr_in"] for r in rows])  # (batches, K)
         heads_out = np.array([r["snr_out"] for r in rows])
-        pooled_in = np.nanmean(heads_in, axis=1)  # mean over heads, per batch
-        pooled_out = np.nanmean(heads_out, axis=1)
+        pooled_in = _nanmean(heads_in, axis=1)  # mean over heads, per batch
+        pooled_out = _nanmean(heads_out, axis=1)
         tokens_in = torch.cat(token_in[layer]).numpy()
         tokens_out = torch.cat(token_out[layer]).numpy()
         layers.append(
@@ -120,11 +134,12 @@ def denoising_profile(
                 "share": np.mean([r["share"] for r in rows], axis=0).tolist(),
                 "coverage": float(np.mean([r["coverage"] for r in rows])),
                 "claim_fraction": np.mean([r["claim_fraction"] for r in rows], axis=0).tolist(),
-                "snr_in_per_head": np.nanmean(heads_in, axis=0).tolist(),
-                "snr_out_per_head": np.nanmean(heads_out, axis=0).tolist(),
+                "snr_in_per_head": _nanmean(heads_in, axis=0).tolist(),
+                "snr_out_per_head": _nanmean(heads_out, axis=0).tolist(),
                 "snr_in": _band(pooled_in),
                 "snr_out": _band(pooled_out),
                 "gain": _band(pooled_out / pooled_in),
+                "snr_in_random_subspaces": _band([r["snr_random"] for r in rows]),
                 "token_snr_in": {f"q{int(q * 100)}": float(np.quantile(tokens_in, q)) for q in QUANTILES},
                 "token_snr_out": {f"q{int(q * 100)}": float(np.quantile(tokens_out, q)) for q in QUANTILES},
                 **{name: _band(values) for name, values in rates[layer].items()},
