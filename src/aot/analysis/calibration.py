@@ -70,7 +70,7 @@ def calibrate(
     n_clusters: int = 4,
     tokens_per_cluster: int = 64,
     delta: float = 0.2,
-    eta: float = 0.5,
+    eta: float = 0.1,
     n_layers: int = 8,
     batches: int = 4,
     eps: float = 0.5,

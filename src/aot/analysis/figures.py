@@ -54,7 +54,7 @@ def plot_denoising(profile: dict[str, Any], path: Path, title: str) -> Path:
     fig.colorbar(image, ax=ax)
     ax.set(xlabel="layer", ylabel="head", title="mean energy share ‖Q_kᵀz‖²/‖z‖²")
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -82,7 +82,7 @@ def plot_circuits(circuits: dict[str, Any], path: Path, title: str) -> Path:
             title=f"{kind.upper()}-composition, max over heads\n(random ≈ {circuits['random_baseline']:.3f})",
         )
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -100,7 +100,7 @@ def plot_spectra(circuits: dict[str, Any], path: Path, title: str) -> Path:
         ax.set(xlabel="index", ylabel="singular value", title=f"{name} circuit spectra (mean over heads)")
         ax.legend(fontsize=7)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -123,7 +123,7 @@ def plot_geometry(geometry: dict[str, Any], path: Path, title: str) -> Path:
     fig.colorbar(image, ax=ax)
     ax.set(xlabel="layer", ylabel="layer", title="heads across layers: mean best overlap")
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
