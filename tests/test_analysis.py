@@ -310,3 +310,41 @@ def test_analyze_bad_run_dir_is_a_one_line_error(tmp_path, capsys) -> None:
     assert main(["analyze", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("aot: error:") and "checkpoint" in err and err.count("\n") == 1
+
+
+def tiny_vit(block: str) -> torch.nn.Module:
+    torch.manual_seed(11)
+    cfg = ModelConfig(block=block, n_layer=2, n_embd=32, n_head=4, task="image", image_size=8, patch_size=2)
+    return build_model(cfg).double().eval()
+
+
+@pytest.mark.parametrize("block", ["aot-mssa", "transformer"])
+def test_vision_analysis_reads_the_class_tokens_attention(block: str, tmp_path) -> None:
+    from aot.analysis.figures import plot_all
+    from aot.analysis.run import analyze_vision
+
+    images = [torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(i), dtype=torch.float64) for i in (0, 1)]
+    model = tiny_vit(block)
+    results = analyze_vision(model, images)
+    entropy = np.array(results["circuits"]["cls_attention_entropy"])
+    assert entropy.shape == (2, 4)
+    uniform = results["circuits"]["uniform_entropy"]
+    assert uniform == pytest.approx(math.log(17))  # 16 patches + the class token
+    assert (entropy <= uniform + 1e-9).all() and (entropy > 0.9 * uniform).all()  # std-0.02 init: near uniform
+    _, cache = model.run_with_cache(images[0], names_filter="blocks.1.attn.hook_pattern")
+    row = cache["blocks.1.attn.hook_pattern"][:, :, 0]
+    direct = -(row * row.log()).sum(-1)
+    np.testing.assert_allclose(attention_entropy(cache["blocks.1.attn.hook_pattern"]).numpy(), direct.mean(0).numpy())
+    assert [p.stat().st_size > 1000 for p in plot_all(results, tmp_path, "vit")] == [True] * 4
+
+
+def test_analyze_an_image_run(tmp_path) -> None:
+    images = pytest.importorskip("aot.data.images")
+    pytest.importorskip("sklearn")
+    run = tmp_path / "run"
+    tiny_vit("aot-mssa").float().save_pretrained(run / "checkpoint")
+    (run / "results.json").write_text(json.dumps({"config": {"data": {"dataset": "digits", "val_size": 0.1}}}))
+    assert images.is_available("digits")
+    assert main(["analyze", str(run), "--batches", "2", "--batch-size", "4", "--out", str(tmp_path / "out")]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert np.array(results["circuits"]["cls_attention_entropy"]).shape == (2, 4)

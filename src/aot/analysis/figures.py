@@ -61,16 +61,24 @@ def plot_denoising(profile: dict[str, Any], path: Path, title: str) -> Path:
 
 
 def plot_circuits(circuits: dict[str, Any], path: Path, title: str) -> Path:
-    """Previous-token and induction scores (layers × heads) and the mean Q/K/V-composition between layers."""
-    previous = np.array(circuits["previous_token"])
-    induction = np.array(circuits["induction"])
-    n_layer = previous.shape[0]
-    fig, axes = plt.subplots(1, 5, figsize=(20, 3.8))
-    for ax, scores, name in ((axes[0], previous, "previous-token"), (axes[1], induction, "induction")):
-        image = ax.imshow(scores, aspect="auto", cmap="magma", vmin=0, vmax=1, origin="lower")
+    """Per-head scores as layers × heads heat maps (LM: previous-token and induction; vision: the class token's
+    attention entropy) and the largest Q/K/V-composition between every pair of layers."""
+    panels = [
+        (np.array(circuits[key]), name, vmax)
+        for key, name, vmax in (
+            ("previous_token", "previous-token score", 1.0),
+            ("induction", "induction score", 1.0),
+            ("cls_attention_entropy", "class-token attention entropy (nats)", circuits.get("uniform_entropy")),
+        )
+        if key in circuits
+    ]
+    n_layer = len(circuits["qk_singular_values"])
+    fig, axes = plt.subplots(1, len(panels) + 3, figsize=(4 * (len(panels) + 3), 3.8))
+    for ax, (scores, name, vmax) in zip(axes, panels):
+        image = ax.imshow(scores, aspect="auto", cmap="magma", vmin=0, vmax=vmax, origin="lower")
         fig.colorbar(image, ax=ax)
-        ax.set(xlabel="head", ylabel="layer", title=f"{name} score")
-    for ax, kind in zip(axes[2:], "qkv"):
+        ax.set(xlabel="head", ylabel="layer", title=name)
+    for ax, kind in zip(axes[len(panels) :], "qkv"):
         matrix = np.full((n_layer, n_layer), np.nan)
         for row in circuits["pairs"]:
             matrix[row["later"], row["earlier"]] = row[kind]["max"]

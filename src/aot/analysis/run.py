@@ -3,7 +3,9 @@ the figures. Reads the model only through its hook points and weights (never the
 
 from __future__ import annotations
 
+import importlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from tqdm import tqdm
 from aot.analysis.circuits import composition_table, head_scores, repeated_random_tokens
 from aot.analysis.geometry import subspace_geometry
 from aot.analysis.profile import denoising_profile
+from aot.analysis.vision import cls_attention_entropy
 from aot.errors import AotError
 from aot.models.base import AotModel
 from aot.runinfo import machine_info
@@ -100,6 +103,48 @@ def analyze_lm(
     }
 
 
+def image_batches(config: dict[str, Any], data: str, batches: int, batch_size: int, seed: int) -> list[torch.Tensor]:
+    """Normalised images of a split of the run's image set (``aot.data.images``, the `aot train vision` task)."""
+    try:
+        image_sets: Any = importlib.import_module("aot.data.images")
+    except ImportError:
+        raise AotError("an image run needs aot.data.images (`aot train vision`); this install has none") from None
+    section = config.get("data")
+    if not section or "dataset" not in section:
+        raise AotError("the run has no results.json with its image set yet; wait until training has finished")
+    if data not in SPLIT_NAMES:
+        raise AotError(f"--data {data!r}: an image run takes a split ({', '.join(SPLIT_NAMES)})")
+    val_size = section.get("val_size", 0.1)
+    image_data = image_sets.load_images(section["dataset"], val_size if val_size < 1 else int(val_size))
+    pixels = image_data.splits[data][0]
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        image_data.normalise(pixels[torch.randint(len(pixels), (batch_size,), generator=generator)])
+        for _ in range(batches)
+    ]
+
+
+def analyze_vision(
+    model: AotModel, images: list[torch.Tensor], *, eps: float = 0.5, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """Denoising profile, the class token's attention entropy per layer and head, composition and spectra, and
+    subspace geometry of an image classifier."""
+    model = model.to(device)
+    batches = [(x.to(device),) for x in images]
+    profile = denoising_profile(model, tqdm(batches, desc="denoising", leave=False), eps=eps)
+    entropy = torch.stack([cls_attention_entropy(model, x) for (x,) in batches]).mean(0)  # (L, H)
+    n_tokens = images[0].shape[-1] // model.cfg.patch_size * (images[0].shape[-2] // model.cfg.patch_size) + 1
+    return {
+        "denoising": profile,
+        "circuits": {
+            **composition_table(model),
+            "cls_attention_entropy": entropy.tolist(),
+            "uniform_entropy": math.log(n_tokens),
+        },
+        "geometry": subspace_geometry(model),
+    }
+
+
 def describe(model: AotModel) -> dict[str, Any]:
     cfg = model.cfg
     return {
@@ -115,20 +160,25 @@ def describe(model: AotModel) -> dict[str, Any]:
 
 
 def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **options: Any) -> dict[str, Any]:
-    """Analyse a trained LM run and write ``results.json`` and the figures into ``out``."""
+    """Analyse a trained LM or image run and write ``results.json`` and the figures into ``out``."""
     from aot.analysis.figures import plot_all
 
     model, config = load_run(run_dir)
-    if model.cfg.task != "lm":
-        raise AotError(f"{str(run_dir)!r} holds a {model.cfg.task!r} model; aot analyze reads language models (lm)")
-    tokens = lm_tokens(config, data)
+    if model.cfg.task == "lm":
+        measured = analyze_lm(model, lm_tokens(config, data), **options)
+    elif model.cfg.task == "image":
+        sizes = options.get("batches", 8), options.get("batch_size", 8)
+        images = image_batches(config, data, *sizes, seed=options.get("seed", 0))
+        measured = analyze_vision(model, images, eps=options.get("eps", 0.5), device=options.get("device", "cpu"))
+    else:
+        raise AotError(f"{str(run_dir)!r} holds a {model.cfg.task!r} model; aot analyze reads lm and image models")
     results = {
         "run": str(run_dir),
         "machine": machine_info(),
         "model": describe(model),
         "data": data,
         "options": {key: str(value) if key == "device" else value for key, value in options.items()},
-        **analyze_lm(model, tokens, **options),
+        **measured,
     }
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
