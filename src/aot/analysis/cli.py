@@ -114,12 +114,17 @@ def run(args: argparse.Namespace) -> int:
     results = analyze_run(args.run_dir, out, data=data, seed=args.seed, device=resolve_device(args.device), **options)
     layers = results["denoising"]["layers"]
     gains = [row["gain"]["mean"] for row in layers]
-    induction = torch.tensor(results["circuits"]["induction"])
-    layer, head = divmod(int(induction.argmax()), induction.shape[1])
+    circuits = results["circuits"]
+    if "induction" in circuits:
+        induction = torch.tensor(circuits["induction"])
+        layer, head = divmod(int(induction.argmax()), induction.shape[1])
+        heads = f"top induction head {layer}.{head} ({float(induction.max()):.2f})"
+    else:
+        entropy = torch.tensor(circuits["cls_attention_entropy"]).mean(dim=1)
+        heads = f"class-token attention entropy {float(entropy[0]):.2f} -> {float(entropy[-1]):.2f} nats"
     print(
         f"{results['model']['block']} L={len(layers)}: input SNR {layers[0]['snr_in']['mean']:.3f} -> "
         f"{layers[-1]['snr_in']['mean']:.3f} (layer {len(layers) - 1}); layers with gain > 1: "
-        f"{sum(g > 1 for g in gains)}/{len(gains)}; top induction head {layer}.{head} "
-        f"({float(induction.max()):.2f}). Wrote {out / 'results.json'}"
+        f"{sum(g > 1 for g in gains)}/{len(gains)}; {heads}. Wrote {out / 'results.json'}"
     )
     return 0
