@@ -153,6 +153,16 @@ def test_analysis_through_hooks_equals_the_theory_on_the_unrolled_denoiser() -> 
     assert all(row["coverage"] == pytest.approx(1.0) for row in result["profile"]["layers"])
 
 
+def test_patched_threshold_calibration_recovers_theorem_1s_factor() -> None:
+    """φ = h∘softmax patched into hook_pattern: the analysis equals the theory, and each layer's gain is 1 + ητ."""
+    result = calibrate(
+        d=128, p=32, tokens_per_cluster=32, delta=0.1, eta=0.055, n_layers=3, batches=1, phi="threshold", tau=0.8
+    )
+    assert result["max_relative_difference"] < 1e-8
+    for row in result["profile"]["layers"]:
+        assert row["gain"]["mean"] == pytest.approx(1 + 0.055 * 0.8, rel=1e-6)
+
+
 def test_coding_rate_equals_its_closed_form() -> None:
     """Z with orthogonal columns (ZᵀZ = diag(s²)): R = ½ Σ_i ln(1 + d s_i²/(N ε²)), and R_c over coordinate
     blocks of p columns is ½ Σ_i ln(1 + p s_i²/(N ε²))."""

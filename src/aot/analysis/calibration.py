@@ -20,7 +20,7 @@ from aot.models.backbone import Backbone
 from aot.nn.attention import MultiHeadSubspaceSelfAttention
 from aot.nn.hooks import HookedModule
 from aot.theory.data import MixtureSample, sample_mixture
-from aot.theory.denoiser import unroll
+from aot.theory.denoiser import check_phi, hard_threshold, unroll
 from aot.theory.metrics import snr_trajectory
 
 
@@ -75,10 +75,15 @@ def calibrate(
     batches: int = 4,
     eps: float = 0.5,
     seed: int = 0,
+    phi: str = "softmax",
+    tau: float | None = None,
 ) -> dict[str, Any]:
     """The analysis on Definition 1 data through the hooked unrolled denoiser, beside :mod:`aot.theory`'s SNR
-    of the same trajectory. Returns the profile (claims from the energies, as for trained models), the
-    theory's SNR per layer (mean over clusters, mean over batches) and the largest relative difference."""
+    of the same trajectory. ``phi="threshold"`` replaces every attention pattern by h∘softmax (h(x) = τ·1{x > τ})
+    through a hook on ``hook_pattern`` — Theorem 1's operator, whose per-layer factor is 1 + ητ inside the
+    conditions. Returns the profile (claims from the energies, as for trained models), the theory's SNR per
+    layer (mean over clusters and batches) and the largest relative difference."""
+    check_phi(phi, tau)
     generator = torch.Generator().manual_seed(seed)
     first = sample_mixture(d, p, n_clusters, tokens_per_cluster, delta, generator=generator)
     samples: list[MixtureSample] = [first] + [
@@ -86,9 +91,16 @@ def calibrate(
         for _ in range(batches - 1)
     ]
     model = unrolled_denoiser(first.bases, eta, n_layers)
-    profile = denoising_profile(model, [(s.tokens[None],) for s in samples], eps=eps)
+    patches: list[tuple[Any, Any]] = []
+    if phi == "threshold":
+        threshold = float(tau)  # type: ignore[arg-type]
+        patches = [
+            (lambda name: name.endswith("attn.hook_pattern"), lambda weights, _: hard_threshold(weights, threshold))
+        ]
+    with model.hooks(patches):
+        profile = denoising_profile(model, [(s.tokens[None],) for s in samples], eps=eps)
     theory = torch.stack(
-        [snr_trajectory(unroll(s.tokens, s.bases, eta, n_layers, phi="softmax"), s.bases, s.labels) for s in samples]
+        [snr_trajectory(unroll(s.tokens, s.bases, eta, n_layers, phi, tau), s.bases, s.labels) for s in samples]
     )  # (batches, L + 1, K)
     theory_mean = theory.mean(dim=2).mean(dim=0)  # (L + 1,)
     measured = [row["snr_in"]["mean"] for row in profile["layers"]] + [profile["layers"][-1]["snr_out"]["mean"]]
@@ -103,7 +115,9 @@ def calibrate(
             "eta": eta,
             "layers": n_layers,
             "batches": batches,
-            "phi": "softmax",
+            "phi": phi,
+            "tau": tau,
+            "predicted_factor": 1.0 + eta * (tau if tau is not None else 1.0),
         },
         "profile": profile,
         "theory_snr": theory_mean.tolist(),

@@ -147,19 +147,25 @@ def plot_all(results: dict[str, Any], out: Path, title: str) -> list[Path]:
 
 
 def plot_calibration(calibration: dict[str, Any], path: Path) -> Path:
-    """The analysis' SNR read through the hooks against aot.theory's SNR of the same unrolled trajectory."""
-    theory = np.array(calibration["theory_snr"])
-    measured = np.array(calibration["analysis_snr"])
-    s = calibration["setting"]
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    ax.plot(theory, "o-", ms=6, mfc="none", label="aot.theory SNR (true clusters)")
-    ax.plot(measured, "x", color="tab:red", ms=6, label="aot.analysis SNR (claims, via hooks)")
-    ax.set(
-        xlabel="layer",
-        ylabel="SNR",
-        title=f"calibration on Definition 1: δ={s['delta']}, η={s['eta']}, d={s['d']}, p={s['p']}, K={s['K']}",
-    )
-    ax.legend(fontsize=8)
+    """The analysis' SNR read through the hooks against aot.theory's SNR of the same unrolled trajectory, for
+    Theorem 1's thresholded operator and for plain softmax."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
+    for ax, phi in zip(axes, ("threshold", "softmax")):
+        run = calibration[phi]
+        s = run["setting"]
+        theory = np.array(run["theory_snr"])
+        layers = np.arange(len(theory))
+        ax.plot(layers, theory, "o-", ms=6, mfc="none", label="aot.theory SNR (true clusters)")
+        ax.plot(layers, run["analysis_snr"], "x", color="tab:red", ms=6, label="aot.analysis SNR (claims, via hooks)")
+        ax.plot(layers, theory[0] * s["predicted_factor"] ** layers, "--", color="black", lw=0.8, label="(1 + ητ)^l")
+        tau = f", τ={s['tau']}" if s["tau"] is not None else ""
+        ax.set(
+            xlabel="layer",
+            ylabel="SNR",
+            title=f"φ = {'h∘softmax' if phi == 'threshold' else 'softmax'}: δ={s['delta']}, η={s['eta']}{tau}\n"
+            f"d={s['d']}, p={s['p']}, K={s['K']}, N={s['N']}",
+        )
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
