@@ -17,6 +17,7 @@ from aot.analysis.denoising import (
     coding_rate,
     compression_term,
     energy_shares,
+    layer_gain,
     orthonormal_bases,
     subspace_snr,
     token_snr,
@@ -358,3 +359,21 @@ def test_analyze_an_image_run(tmp_path) -> None:
     assert main(["analyze", str(run), "--batches", "2", "--batch-size", "4", "--out", str(tmp_path / "out")]) == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert np.array(results["circuits"]["cls_attention_entropy"]).shape == (2, 4)
+
+
+def test_layer_gain_is_one_for_a_neutral_change_and_one_plus_eta_tau_for_theorem_1() -> None:
+    """Claims from the input alone read a neutral change (isotropic noise) as a loss (regression to the mean),
+    claims from the output as a gain; their geometric mean is ≈ 1. The thresholded step gives 1 + ητ."""
+    gen = torch.Generator().manual_seed(12)
+    bases = orthonormal_bases(torch.randn(4, 64, 8, generator=gen, dtype=torch.float64))
+    tokens = torch.randn(4000, 64, generator=gen, dtype=torch.float64)
+    changed = tokens + 0.5 * torch.randn(4000, 64, generator=gen, dtype=torch.float64)
+    neutral = layer_gain(tokens, changed, bases)
+    assert neutral.gain_input_claims < 0.97 and neutral.gain_output_claims > 1.03
+    assert neutral.gain == pytest.approx(1.0, abs=0.01)
+    sample = theory_data.sample_mixture(128, 32, 4, 64, delta=0.1, seed=13)
+    from aot.theory.denoiser import mssa_step
+
+    after = mssa_step(sample.tokens, sample.bases, eta=0.055, phi="threshold", tau=0.8)
+    theorem = layer_gain(sample.tokens, after, orthonormal_bases(sample.bases))
+    assert theorem.gain_input_claims == theorem.gain_output_claims == pytest.approx(1.044, rel=1e-6)

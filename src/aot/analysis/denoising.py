@@ -11,13 +11,19 @@ a QR; learned U_k are neither orthonormal nor of unit scale, and the measures be
   with the claimed tokens as the cluster,  SNR_k = ‖Q_kQ_kᵀ Z_k‖_F / ‖(I − Q_kQ_kᵀ) Z_k‖_F,  Z_k the tokens with
   c(z) = k. On Definition 1 data with small δ the claims are the true clusters and SNR_k is exactly the
   theorem's SNR. Per token: snr(z) = √(e_c / (1 − e_c)).
-* per-layer gain: SNR of the layer's output over SNR of its input, both in the layer's own subspaces and with
-  the input's claims — Theorem 1's factor SNR⁽ˡ⁺¹⁾ / SNR⁽ˡ⁾ (1 + ητ in the idealised model).
+* per-layer gain: SNR of the layer's output over SNR of its input, both in the layer's own subspaces with the
+  same claims — Theorem 1's factor SNR⁽ˡ⁺¹⁾ / SNR⁽ˡ⁾ (1 + ητ in the idealised model). Claims taken from the
+  input favour the input (a token is claimed where its input happens to have most energy, so any change
+  regresses towards the mean and the gain reads < 1 for a layer that does nothing); claims taken from the
+  output favour the output. The reported gain is the geometric mean of the two, ≈ 1 for a neutral change and
+  equal to both when the claims agree (Definition 1 data).
 * CRATE's coding rate and compression term (Yu et al. 2023), for N tokens Z (N × d) and precision ε:
   R(Z) = ½ logdet(I_d + d/(N ε²) ZᵀZ),   R_c(Z | U) = Σ_k ½ logdet(I_p + p/(N ε²) (Z Q_k)ᵀ (Z Q_k)).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -59,6 +65,36 @@ def subspace_snr(tokens: torch.Tensor, bases: torch.Tensor, labels: torch.Tensor
     if labels is None:
         labels = claims(energy_shares(tokens, bases))
     return snr_per_cluster(tokens, bases, labels)
+
+
+@dataclass
+class LayerGain:
+    """Subspace SNR (K,) of a layer's input and output with the input's claims, and the gains."""
+
+    snr_in: torch.Tensor
+    snr_out: torch.Tensor
+    gain_input_claims: float
+    gain_output_claims: float
+
+    @property
+    def gain(self) -> float:
+        """The geometric mean of the two one-sided gains."""
+        return (self.gain_input_claims * self.gain_output_claims) ** 0.5
+
+
+def layer_gain(
+    tokens_in: torch.Tensor, tokens_out: torch.Tensor, bases: torch.Tensor, labels: torch.Tensor | None = None
+) -> LayerGain:
+    """SNR of a layer's input and output (N, d) each in its orthonormal bases (K, d, p), with claims from the
+    input and from the output (or the given ``labels`` for both); a gain is the ratio of the head-averaged SNRs."""
+    claims_in = claims(energy_shares(tokens_in, bases)) if labels is None else labels
+    claims_out = claims(energy_shares(tokens_out, bases)) if labels is None else labels
+    snr_in, snr_out = subspace_snr(tokens_in, bases, claims_in), subspace_snr(tokens_out, bases, claims_in)
+    out_claimed_in = subspace_snr(tokens_in, bases, claims_out).nanmean()
+    out_claimed_out = subspace_snr(tokens_out, bases, claims_out).nanmean()
+    return LayerGain(
+        snr_in, snr_out, float(snr_out.nanmean() / snr_in.nanmean()), float(out_claimed_out / out_claimed_in)
+    )
 
 
 def coding_rate(tokens: torch.Tensor, eps: float) -> torch.Tensor:

@@ -39,7 +39,9 @@ def plot_denoising(profile: dict[str, Any], path: Path, title: str) -> Path:
     ax.set(xlabel="layer", ylabel="SNR", title="SNR in each layer's own subspaces")
     ax.legend(fontsize=7)
     ax = axes[1]
-    _band_plot(ax, x, layers, "gain", "SNR(out) / SNR(in)", "tab:red")
+    _band_plot(ax, x, layers, "gain", "SNR(out) / SNR(in), geometric mean", "tab:red")
+    for key, style in (("gain_input_claims", ":"), ("gain_output_claims", "-.")):
+        ax.plot(x, _series(layers, key), style, color="tab:red", lw=0.8, label=key.replace("_", " "))
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set(xlabel="layer", ylabel="gain", title="per-layer gain (Theorem 1: 1 + ητ > 1)")
     ax.legend(fontsize=7)

@@ -3,10 +3,11 @@
 For every block l the tokens it reads are ``attn_norm(hook_resid_pre)`` and, after its attention step, the
 same norm of ``hook_resid_mid`` (blocks with an MLP) or ``hook_resid_post`` (attention-only blocks). Both are
 measured in the layer's own head subspaces (:func:`aot.analysis.heads.HeadWeights.read_bases`) with the
-measures of :mod:`aot.analysis.denoising`; the SNR of the output uses the input's claims, so their ratio is
-Theorem 1's per-layer factor. Results carry bands: over batches for the pooled SNR, over tokens for the
-per-token SNR, over sequences for the coding rates. The baseline beside them is the SNR of the same tokens in
-random orthonormal subspaces of the same shapes (what a layer that learned nothing would see).
+measures of :mod:`aot.analysis.denoising`; the ratio of the output's SNR to the input's, with the same claims,
+is Theorem 1's per-layer factor (:func:`aot.analysis.denoising.layer_gain`). Results carry bands: over batches
+for the pooled SNR and the gains, over tokens for the per-token SNR, over sequences for the coding rates. The
+baseline beside them is the SNR of the same tokens in random orthonormal subspaces of the same shapes (what a
+layer that learned nothing would see).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aot.analysis.denoising import (
     coding_rate,
     compression_term,
     energy_shares,
+    layer_gain,
     orthonormal_bases,
     subspace_snr,
     token_snr,
@@ -96,20 +98,20 @@ def denoising_profile(
             flat_in = z_in.reshape(-1, z_in.shape[-1]).to(torch.float64)
             flat_out = z_out.reshape(-1, z_out.shape[-1]).to(torch.float64)
             shares_in = energy_shares(flat_in, u)  # (K, B·T)
-            if labels is None:
-                claimed = claims(shares_in)
-            else:
-                claimed = labels.to(z_in.device).repeat(z_in.shape[0])
-            snr_in = subspace_snr(flat_in, u, claimed)
-            snr_out = subspace_snr(flat_out, u, claimed)
+            fixed = None if labels is None else labels.to(z_in.device).repeat(z_in.shape[0])
+            claimed = claims(shares_in) if fixed is None else fixed
+            gains = layer_gain(flat_in, flat_out, u, fixed)
             snr_random = subspace_snr(flat_in, random_bases[layer].to(z_in.device))
             per_batch[layer].append(
                 {
                     "share": shares_in.mean(dim=1).tolist(),
                     "coverage": float(shares_in.sum(dim=0).mean()),
                     "claim_fraction": (torch.bincount(claimed, minlength=u.shape[0]) / claimed.numel()).tolist(),
-                    "snr_in": snr_in.tolist(),
-                    "snr_out": snr_out.tolist(),
+                    "snr_in": gains.snr_in.tolist(),
+                    "snr_out": gains.snr_out.tolist(),
+                    "gain": gains.gain,
+                    "gain_input_claims": gains.gain_input_claims,
+                    "gain_output_claims": gains.gain_output_claims,
                     "snr_random": float(snr_random.nanmean()),
                 }
             )
@@ -138,7 +140,9 @@ def denoising_profile(
                 "snr_out_per_head": _nanmean(heads_out, axis=0).tolist(),
                 "snr_in": _band(pooled_in),
                 "snr_out": _band(pooled_out),
-                "gain": _band(pooled_out / pooled_in),
+                "gain": _band([r["gain"] for r in rows]),
+                "gain_input_claims": _band([r["gain_input_claims"] for r in rows]),
+                "gain_output_claims": _band([r["gain_output_claims"] for r in rows]),
                 "snr_in_random_subspaces": _band([r["snr_random"] for r in rows]),
                 "token_snr_in": {f"q{int(q * 100)}": float(np.quantile(tokens_in, q)) for q in QUANTILES},
                 "token_snr_out": {f"q{int(q * 100)}": float(np.quantile(tokens_out, q)) for q in QUANTILES},
