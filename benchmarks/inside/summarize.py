@@ -2,8 +2,7 @@
 
     PYTHONPATH=src python benchmarks/inside/summarize.py [MODEL_DIR ...]
 
-Each MODEL_DIR (default: every folder here with a results.json) holds the output of `aot analyze`; the run's
-own results.json (its val loss) is read from the path recorded in it when that still exists.
+Each MODEL_DIR (default: every folder here with a results.json) holds the output of `aot analyze`.
 """
 
 from __future__ import annotations
@@ -24,14 +23,17 @@ def summarize(folder: Path) -> dict[str, Any]:
     previous = np.array(results["circuits"]["previous_token"])
     induction = np.array(results["circuits"]["induction"])
     geometry = results["geometry"]
-    run_results = Path(results["run"]) / "results.json"
-    val = json.loads(run_results.read_text())["val"]["nats_per_byte"] if run_results.is_file() else None
+    training = results.get("training", {})
+    val = (training.get("val") or {}).get("nats_per_byte")
     top = lambda scores: [*divmod(int(scores.argmax()), scores.shape[1]), float(scores.max())]  # noqa: E731
     return {
         "name": folder.name,
         "model": results["model"],
         "run": results["run"],
         "val_nats_per_byte": val,
+        "val_bigram_nats_per_byte": training.get("val_bigram_nats_per_byte"),
+        "training_steps": training.get("steps"),
+        "training_tokens": training.get("tokens"),
         "snr_in": [row["snr_in"]["mean"] for row in layers],
         "snr_random": [row["snr_in_random_subspaces"]["mean"] for row in layers],
         "gain": [row["gain"]["mean"] for row in layers],
@@ -54,16 +56,18 @@ def fmt(values: list[float]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| model | layers × d | val nats/byte | layers with gain > 1 | top prev-token head (score) | "
+        "| model | layers × d | steps | val nats/byte (bigram) | layers with gain > 1 | top prev-token head (score) | "
         "top induction head (score) | mean overlap of heads (random p/d) | orthogonality gap |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         m = r["model"]
-        val = f"{r['val_nats_per_byte']:.3f}" if r["val_nats_per_byte"] is not None else "–"
+        val = "–"
+        if r["val_nats_per_byte"] is not None:
+            val = f"{r['val_nats_per_byte']:.3f} ({r['val_bigram_nats_per_byte']:.3f})"
         prev, ind = r["top_previous_token_head"], r["top_induction_head"]
         lines.append(
-            f"| {r['name']} ({m['block']}) | {m['n_layer']} × {m['n_embd']} | {val} | "
+            f"| {r['name']} ({m['block']}) | {m['n_layer']} × {m['n_embd']} | {r['training_steps']} | {val} | "
             f"{r['layers_with_gain_above_1']}/{m['n_layer']} | {prev[0]}.{prev[1]} ({prev[2]:.2f}) | "
             f"{ind[0]}.{ind[1]} ({ind[2]:.2f}) | {r['mean_overlap']:.3f} ({r['random_overlap']:.3f}) | "
             f"{r['mean_orthogonality_gap']:.3f} |"

@@ -25,8 +25,8 @@ SPLIT_NAMES = ("val", "test", "train")
 
 
 def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
-    """The trained model (``RUN_DIR/checkpoint``) and the run's config (``results.json``, else the checkpoint's
-    ``trainer.json`` fingerprint), in eval mode."""
+    """The trained model (``RUN_DIR/checkpoint``), in eval mode, and the run's ``results.json`` (empty while the
+    run is still training)."""
     run = Path(run_dir)
     checkpoint = run / "checkpoint"
     if not (checkpoint / "model.safetensors").is_file():
@@ -34,8 +34,19 @@ def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
     model = AotModel.from_pretrained(checkpoint).eval()
     config: dict[str, Any] = {}
     if (run / "results.json").is_file():
-        config = json.loads((run / "results.json").read_text()).get("config", {})
+        config = json.loads((run / "results.json").read_text())
     return model, config
+
+
+def training_summary(run_results: dict[str, Any]) -> dict[str, Any]:
+    """What the analysed model had reached: steps, tokens and val figures of the run (and the bigram's)."""
+    train = run_results.get("train", {})
+    val = run_results.get("val", {})
+    summary = {"steps": train.get("steps"), "tokens": train.get("tokens"), "val": val or None}
+    bigram = run_results.get("baselines", {}).get("val", {}).get("bigram")
+    if bigram:
+        summary["val_bigram_nats_per_byte"] = bigram["nats_per_byte"]
+    return summary
 
 
 def lm_tokens(config: dict[str, Any], data: str) -> np.ndarray:
@@ -163,7 +174,8 @@ def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **optio
     """Analyse a trained LM or image run and write ``results.json`` and the figures into ``out``."""
     from aot.analysis.figures import plot_all
 
-    model, config = load_run(run_dir)
+    model, run_results = load_run(run_dir)
+    config = run_results.get("config", {})
     if model.cfg.task == "lm":
         measured = analyze_lm(model, lm_tokens(config, data), **options)
     elif model.cfg.task == "image":
@@ -176,6 +188,7 @@ def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **optio
         "run": str(run_dir),
         "machine": machine_info(),
         "model": describe(model),
+        "training": training_summary(run_results),
         "data": data,
         "options": {key: str(value) if key == "device" else value for key, value in options.items()},
         **measured,
