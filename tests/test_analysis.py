@@ -377,3 +377,11 @@ def test_layer_gain_is_one_for_a_neutral_change_and_one_plus_eta_tau_for_theorem
     after = mssa_step(sample.tokens, sample.bases, eta=0.055, phi="threshold", tau=0.8)
     theorem = layer_gain(sample.tokens, after, orthonormal_bases(sample.bases))
     assert theorem.gain_input_claims == theorem.gain_output_claims == pytest.approx(1.044, rel=1e-6)
+
+
+def test_mssa_q_and_k_composition_coincide() -> None:
+    """An MSSA head's W_QK = U_kU_kᵀ is symmetric, so reading through its query or its key is the same."""
+    heads = model_heads(tiny_lm("aot-mssa", n_layer=2, tied_output=False))
+    scores = compositions(heads[0], heads[1])
+    torch.testing.assert_close(scores["q"], scores["k"])
+    assert not torch.allclose(scores["q"], scores["v"])
