@@ -164,7 +164,7 @@ def describe(model: AotModel) -> dict[str, Any]:
         "n_embd": cfg.n_embd,
         "n_head": cfg.n_head,
         "head_dim": cfg.head_dim,
-        "tied_output": cfg.tied_output,
+        "tied_output": cfg.tied_output if cfg.block in ("aot-mssa", "crate") else None,
         "position": cfg.position,
         "params": model.num_params(),
     }
