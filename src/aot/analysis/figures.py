@@ -131,7 +131,11 @@ def plot_geometry(geometry: dict[str, Any], path: Path, title: str) -> Path:
     ax = axes[1]
     image = ax.imshow(np.array(geometry["across_layers_best_overlap"]), cmap="viridis", vmin=0, vmax=1, origin="lower")
     fig.colorbar(image, ax=ax)
-    ax.set(xlabel="layer", ylabel="layer", title="heads across layers: mean best overlap")
+    ax.set(
+        xlabel="layer",
+        ylabel="layer",
+        title=f"heads across layers: mean best overlap\n(random ≈ {geometry['random_best_overlap']:.3f})",
+    )
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)

@@ -45,7 +45,7 @@ def orthogonality_gap(bases: torch.Tensor) -> float:
 def subspace_geometry(model: nn.Module) -> dict[str, Any]:
     """Per layer: the overlap of every pair of heads, their smallest principal angle, the orthogonality gap and
     the random-subspace expectation p/d; across layers: the mean over heads of the best overlap with any head
-    of the other layer (L × L)."""
+    of the other layer (L × L), beside the same statistic for random subspaces (8 draws)."""
     bases = [orthonormal_bases(h.read_bases()) for h in model_heads(model)]
     n_head, d, p = bases[0].shape
     layers = []
@@ -65,4 +65,13 @@ def subspace_geometry(model: nn.Module) -> dict[str, Any]:
     for i, a in enumerate(bases):
         for j, b in enumerate(bases):
             across[i, j] = overlap(pairwise_angles(a, b)).amax(dim=1).mean()
-    return {"random_overlap": p / d, "layers": layers, "across_layers_best_overlap": across.tolist()}
+    generator = torch.Generator().manual_seed(0)
+    shape = (2 * n_head, d, p)
+    draws = [orthonormal_bases(torch.randn(shape, generator=generator, dtype=torch.float64)) for _ in range(8)]
+    random_best = sum(float(overlap(pairwise_angles(q[:n_head], q[n_head:])).amax(dim=1).mean()) for q in draws) / 8
+    return {
+        "random_overlap": p / d,
+        "layers": layers,
+        "across_layers_best_overlap": across.tolist(),
+        "random_best_overlap": random_best,  # the same statistic for two layers of random subspaces
+    }
