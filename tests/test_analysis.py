@@ -385,3 +385,14 @@ def test_mssa_q_and_k_composition_coincide() -> None:
     scores = compositions(heads[0], heads[1])
     torch.testing.assert_close(scores["q"], scores["k"])
     assert not torch.allclose(scores["q"], scores["v"])
+
+
+def test_analyze_bad_options_are_one_line_errors(tmp_path, capsys) -> None:
+    assert main(["analyze", "--calibrate", "--batches", "0"]) == 2
+    assert "batches=0 must be a positive integer" in capsys.readouterr().err
+    config = tmp_path / "analyze.yaml"
+    config.write_text("batchez: 4\n")
+    assert main(["analyze", "--calibrate", "--config", str(config)]) == 2
+    assert "did you mean 'batches'" in capsys.readouterr().err
+    assert main(["analyze"]) == 2
+    assert "give a RUN_DIR" in capsys.readouterr().err

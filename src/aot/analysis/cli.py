@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,17 +21,19 @@ DEFAULT_OUT = "RUN_DIR/analysis"
 
 EPILOG = """\
 examples:
-  aot analyze runs/lm                          # the val split, 8 batches x 8 windows of 128 tokens
+  aot analyze runs/lm                        # the val split, 8 batches x 8 windows of 128 tokens
   aot analyze runs/lm --data test --batches 16 --out runs/lm-inside
-  aot analyze runs/lm --data notes.txt         # any text file, encoded with the run's tokenizer
-  aot analyze --calibrate --out runs/calib     # Definition 1 data through the true unrolled denoiser
+  aot analyze runs/lm --data notes.txt       # any text file, encoded with the run's tokenizer
+  aot analyze runs/vision                    # an `aot train vision` run: adds class-token entropy
+  aot analyze --calibrate --out runs/calib   # Definition 1 data through the true unrolled denoiser
 
-outputs (in --out): results.json with, per layer, the heads' energy shares, the subspace SNR of the tokens
-the layer reads and of its output (bands over batches and tokens), their ratio (Theorem 1's factor), the
-coding rate R and compression term R_c; composition scores, QK/OV singular values, previous-token and
-induction scores per head; principal-angle overlaps and the orthogonality gap. Figures: denoising.png,
-circuits.png, spectra.png, geometry.png. With --calibrate: calibration.json and calibration.png.
-Definitions: docs/math.md (section "Inside trained models").
+outputs (in --out, default RUN_DIR/analysis): results.json with, per layer, the heads' energy
+shares, the subspace SNR of the tokens the layer reads and of its output (bands over batches and
+tokens), their ratio (Theorem 1's factor), the coding rate R and compression term R_c; composition
+scores, QK/OV singular values, previous-token and induction scores per head; principal-angle
+overlaps and the orthogonality gap. Figures: denoising.png, circuits.png, spectra.png,
+geometry.png. With --calibrate: calibration.json and calibration.png (Theorem 1's thresholded
+operator and plain softmax). Definitions: docs/math.md, section "Inside trained models".
 """
 
 
@@ -59,9 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "analyze",
         help="look inside a trained model: per-layer denoising, circuits, induction heads, subspace geometry",
-        description="Read a run folder written by `aot train lm` (its checkpoint/ and results.json) through the "
-        "model's hook points and measure whether its layers denoise as Theorem 1 says (energy in the heads' "
-        "subspaces, subspace SNR per layer, coding rates), its circuits and the geometry of its heads' subspaces.",
+        description=textwrap.fill(
+            "Read a run folder written by `aot train lm` or `aot train vision` (its checkpoint/ and results.json) "
+            "through the model's hook points and measure whether its layers denoise as Theorem 1 says (energy in "
+            "the heads' subspaces, subspace SNR per layer, coding rates), its circuits and the geometry of its "
+            "heads' subspaces.",
+            width=100,
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
