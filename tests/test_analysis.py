@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from aot.analysis.calibration import calibrate
-from aot.analysis.circuits import compositions, head_scores, repeated_random_tokens
+from aot.analysis.circuits import compositions, copying_scores, head_scores, repeated_random_tokens
 from aot.analysis.denoising import (
     claims,
     coding_rate,
@@ -396,3 +396,25 @@ def test_analyze_bad_options_are_one_line_errors(tmp_path, capsys) -> None:
     assert "did you mean 'batches'" in capsys.readouterr().err
     assert main(["analyze"]) == 2
     assert "give a RUN_DIR" in capsys.readouterr().err
+
+
+def test_copying_score_of_the_direct_path_matches_numpy_and_signs() -> None:
+    model = tiny_lm("aot-mhsa", n_layer=2)
+    scores = copying_scores(model)
+    assert scores is not None and scores.shape == (2, 4)
+    w_e = model.tok_embed.weight.detach().numpy().T
+    w_u = model.lm_head.weight.detach().numpy()
+    eig = np.linalg.eigvals(w_u @ model_heads(model)[1].ov()[2].numpy() @ w_e)  # the V × V direct path
+    assert float(scores[1, 2]) == pytest.approx(eig.real.sum() / np.abs(eig).sum(), rel=1e-6)
+    attn = model.backbone.blocks[0].attn
+    p = attn.head_dim
+    with torch.no_grad():  # head 0 of layer 0: W_OV = +I on its p dims (copies), head 1: −I (suppresses)
+        attn.qkv_proj.weight[64 : 64 + 2 * p] = 0
+        attn.out_proj.weight[:, : 2 * p] = 0
+        for i in range(p):
+            attn.qkv_proj.weight[64 + i, i] = 1.0
+            attn.out_proj.weight[i, i] = 1.0
+            attn.qkv_proj.weight[64 + p + i, p + i] = 1.0
+            attn.out_proj.weight[p + i, p + i] = -1.0
+    scores = copying_scores(model)
+    assert float(scores[0, 0]) == pytest.approx(1.0) and float(scores[0, 1]) == pytest.approx(-1.0)

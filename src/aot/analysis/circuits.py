@@ -6,6 +6,10 @@
   ‖A B‖_F / (‖A‖_F ‖B‖_F) with B = W_OV^{h₁} and A = W_QK^{h₂ᵀ} (Q-composition), W_QK^{h₂} (K-), W_OV^{h₂} (V-).
   The norms between the layers are left out (as in the paper that defined the scores); the random baseline of
   two independent Gaussian matrices of the same ranks is reported beside them.
+* the direct path of each head's OV circuit through the token embedding W_E and unembedding W_U: the
+  V × V matrix W_U W_OV W_E says which token a head writes when it attends to a token; its copying score
+  Σ_i λ_i / Σ_i |λ_i| over the eigenvalues (Elhage et al.) is 1 for a head that copies, −1 for one that
+  suppresses (LayerNorm left out). The eigenvalues are those of the d × d matrix W_OV W_E W_U.
 * previous-token and induction scores on repeated random token sequences [r, r], r of length n:
   prev(h) = mean_t A_h[t, t − 1] and ind(h) = mean_{t ≥ n} A_h[t, t − n + 1], A_h the attention pattern.
 """
@@ -96,6 +100,21 @@ def composition_table(model: nn.Module) -> dict[str, Any]:
         "qk_singular_values": [singular_values(h.qk(), top=p).tolist() for h in heads],  # [layer][head][i]
         "ov_singular_values": [singular_values(h.ov(), top=p).tolist() for h in heads],
     }
+
+
+def copying_scores(model: nn.Module) -> torch.Tensor | None:
+    """Copying score of every head's direct path W_U W_OV W_E: (L, H); ``None`` for a model without a token
+    embedding and LM head (``tok_embed``, ``lm_head``)."""
+    embed, unembed = getattr(model, "tok_embed", None), getattr(model, "lm_head", None)
+    if not isinstance(embed, nn.Embedding) or not isinstance(unembed, nn.Linear):
+        return None
+    w_e = embed.weight.detach().to(torch.float64).T  # (d, V)
+    w_u = unembed.weight.detach().to(torch.float64)  # (V, d)
+    rows = []
+    for heads in model_heads(model):
+        eigenvalues = torch.linalg.eigvals(heads.ov() @ (w_e @ w_u))  # (H, d): the nonzero spectrum of W_U W_OV W_E
+        rows.append(eigenvalues.real.sum(-1) / eigenvalues.abs().sum(-1).clamp_min(torch.finfo(torch.float64).tiny))
+    return torch.stack(rows)
 
 
 def repeated_random_tokens(

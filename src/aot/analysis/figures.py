@@ -70,14 +70,17 @@ def plot_circuits(circuits: dict[str, Any], path: Path, title: str) -> Path:
         for key, name, vmax in (
             ("previous_token", "previous-token score", 1.0),
             ("induction", "induction score", 1.0),
+            ("copying", "OV copying score (direct path)", 1.0),
             ("cls_attention_entropy", "class-token attention entropy (nats)", circuits.get("uniform_entropy")),
         )
-        if key in circuits
+        if circuits.get(key) is not None
     ]
     n_layer = len(circuits["qk_singular_values"])
     fig, axes = plt.subplots(1, len(panels) + 3, figsize=(4 * (len(panels) + 3), 3.8))
     for ax, (scores, name, vmax) in zip(axes, panels):
-        image = ax.imshow(scores, aspect="auto", cmap="magma", vmin=0, vmax=vmax, origin="lower")
+        signed = name.startswith("OV copying")  # in [-1, 1]
+        cmap, vmin = ("RdBu_r", -1.0) if signed else ("magma", 0.0)
+        image = ax.imshow(scores, aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax, origin="lower")
         fig.colorbar(image, ax=ax)
         ax.set(xlabel="head", ylabel="layer", title=name)
     for ax, kind in zip(axes[len(panels) :], "qkv"):

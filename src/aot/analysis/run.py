@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from aot.analysis.circuits import composition_table, head_scores, repeated_random_tokens
+from aot.analysis.circuits import composition_table, copying_scores, head_scores, repeated_random_tokens
 from aot.analysis.geometry import subspace_geometry
 from aot.analysis.profile import denoising_profile
 from aot.analysis.vision import cls_attention_entropy
@@ -102,6 +102,7 @@ def analyze_lm(
     generator = torch.Generator().manual_seed(seed)
     repeated = repeated_random_tokens(batch_size * 2, length, model.cfg.vocab_size, generator).to(device)
     scores = head_scores(model, repeated)
+    copying = copying_scores(model)
     return {
         "denoising": profile,
         "circuits": {
@@ -109,6 +110,7 @@ def analyze_lm(
             "sequence_length": length,
             "previous_token": scores["previous_token"].tolist(),
             "induction": scores["induction"].tolist(),
+            "copying": None if copying is None else copying.tolist(),
         },
         "geometry": subspace_geometry(model),
     }
