@@ -40,6 +40,9 @@ def summarize(folder: Path) -> dict[str, Any]:
         "layers_with_gain_above_1": sum(row["gain"]["mean"] > 1 for row in layers),
         "R_in": [row["R_in"]["mean"] for row in layers],
         "Rc_in": [row["Rc_in"]["mean"] for row in layers],
+        "copying_per_layer": np.mean(results["circuits"]["copying"], axis=1).tolist()
+        if results["circuits"].get("copying")
+        else None,
         "top_previous_token_head": top(previous),
         "top_induction_head": top(induction),
         "mean_orthogonality_gap": float(np.mean([row["orthogonality_gap"] for row in geometry["layers"]])),
@@ -79,6 +82,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['name']} | same tokens, random subspaces | {fmt(r['snr_random'])} |")
         lines.append(f"| {r['name']} | gain SNR(out)/SNR(in) | {fmt(r['gain'])} |")
         lines.append(f"| {r['name']} | R(Z) / R_c(Z\\|U) of the input | {fmt(r['R_in'])} / {fmt(r['Rc_in'])} |")
+        if r["copying_per_layer"] is not None:
+            lines.append(f"| {r['name']} | OV copying score, mean over heads | {fmt(r['copying_per_layer'])} |")
     return "\n".join(lines) + "\n"
 
 
