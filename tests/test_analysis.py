@@ -22,7 +22,7 @@ from aot.analysis.denoising import (
     subspace_snr,
     token_snr,
 )
-from aot.analysis.geometry import orthogonality_gap, overlap, pairwise_angles
+from aot.analysis.geometry import orthogonality_gap, overlap, overlaps, pairwise_angles
 from aot.analysis.heads import head_weights, model_heads
 from aot.analysis.profile import layer_streams
 from aot.analysis.vision import attention_entropy
@@ -418,3 +418,10 @@ def test_copying_score_of_the_direct_path_matches_numpy_and_signs() -> None:
             attn.out_proj.weight[p + i, p + i] = -1.0
     scores = copying_scores(model)
     assert float(scores[0, 0]) == pytest.approx(1.0) and float(scores[0, 1]) == pytest.approx(-1.0)
+
+
+def test_overlaps_without_angles_equal_mean_cos_squared() -> None:
+    gen = torch.Generator().manual_seed(14)
+    a = orthonormal_bases(torch.randn(3, 20, 5, generator=gen, dtype=torch.float64))
+    b = orthonormal_bases(torch.randn(2, 20, 5, generator=gen, dtype=torch.float64))
+    torch.testing.assert_close(overlaps(a, b), overlap(pairwise_angles(a, b)))

@@ -32,6 +32,12 @@ def overlap(angles: torch.Tensor) -> torch.Tensor:
     return torch.cos(angles).pow(2).mean(-1)
 
 
+def overlaps(q_a: torch.Tensor, q_b: torch.Tensor) -> torch.Tensor:
+    """Mean cos² of the principal angles between every head of ``q_a`` (H_a, d, p) and of ``q_b`` (H_b, d, p),
+    both orthonormal, without the angles: Σ_i cos² θ_i = ‖Q_aᵀQ_b‖²_F, so the overlap is ‖Q_aᵀQ_b‖²_F / p."""
+    return torch.einsum("adp,bdq->abpq", q_a, q_b).pow(2).sum(dim=(-1, -2)) / q_a.shape[-1]
+
+
 def orthogonality_gap(bases: torch.Tensor) -> float:
     """‖QᵀQ − I‖_F / √(K(K−1)p) for Q = [Q_1 … Q_K], the heads orthonormalised one by one: 0 when the subspaces
     are mutually orthogonal (Definition 1), 1 when they all coincide. It equals √(mean overlap of head pairs)."""
@@ -61,14 +67,11 @@ def subspace_geometry(model: nn.Module) -> dict[str, Any]:
                 "orthogonality_gap": orthogonality_gap(layer_bases) if n_head > 1 else 0.0,
             }
         )
-    across = torch.zeros(len(bases), len(bases), dtype=torch.float64)
-    for i, a in enumerate(bases):
-        for j, b in enumerate(bases):
-            across[i, j] = overlap(pairwise_angles(a, b)).amax(dim=1).mean()
+    across = torch.tensor([[float(overlaps(a, b).amax(dim=1).mean()) for b in bases] for a in bases])
     generator = torch.Generator().manual_seed(0)
     shape = (2 * n_head, d, p)
     draws = [orthonormal_bases(torch.randn(shape, generator=generator, dtype=torch.float64)) for _ in range(8)]
-    random_best = sum(float(overlap(pairwise_angles(q[:n_head], q[n_head:])).amax(dim=1).mean()) for q in draws) / 8
+    random_best = sum(float(overlaps(q[:n_head], q[n_head:]).amax(dim=1).mean()) for q in draws) / 8
     return {
         "random_overlap": p / d,
         "layers": layers,
