@@ -86,7 +86,7 @@ def test_head_weights_reproduce_the_hooked_projections(block: str) -> None:
 
 
 def test_mssa_circuits_are_the_subspace_projectors() -> None:
-    """MSSA: W_QK = U_k U_kᵀ, and with the tied output W_OV = U_k U_kᵀ too (PAPER.md §2)."""
+    """MSSA: W_QK = U_k U_kᵀ, and with the tied output W_OV = U_k U_kᵀ too (docs/paper.md §2)."""
     model = tiny_lm("aot-mssa", tied_output=True)
     attn = model.backbone.blocks[0].attn
     heads = head_weights(attn)

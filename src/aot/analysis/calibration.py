@@ -1,4 +1,4 @@
-"""Calibration on Theorem 1's setting, where the answer is known (PAPER.md §1–3).
+"""Calibration on Theorem 1's setting, where the answer is known (docs/paper.md §1–3).
 
 A stack of core AoT-MSSA blocks (no norm, tied output, no score scale, not causal, the explicit step size η
 as the block's scalar residual scale) is loaded with the true bases of Definition 1 data at every layer, so it

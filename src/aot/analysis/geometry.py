@@ -1,5 +1,5 @@
 """Geometry of the heads' subspaces: principal angles within a layer and across layers, and how far a layer's
-subspaces are from the mutually orthogonal U_1 … U_K that Definition 1 and Theorem 1 assume (PAPER.md §1, §3).
+subspaces are from the mutually orthogonal U_1 … U_K that Definition 1 and Theorem 1 assume (docs/paper.md §1, §3).
 
 For orthonormal bases Q_i, Q_j (d × p) of two heads, the cosines of the principal angles are the singular
 values of Q_iᵀ Q_j (:func:`aot.theory.metrics.principal_angles`); the *overlap* is their mean cos² (0 for

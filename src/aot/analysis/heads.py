@@ -5,7 +5,7 @@ Tokens are rows in :mod:`aot.nn`; here every matrix acts on a column vector x �
 
     W_QK = W_Qᵀ W_K  (d × d, the bilinear form x_qᵀ W_QK x_k of the score),   W_OV = W_O W_V  (d × d).
 
-For an MSSA head (PAPER.md §2) W_Q = W_K = W_V = U_kᵀ, so W_QK = U_k U_kᵀ (symmetric, rank p) and, with the
+For an MSSA head (docs/paper.md §2) W_Q = W_K = W_V = U_kᵀ, so W_QK = U_k U_kᵀ (symmetric, rank p) and, with the
 tied output W_O = U_k, W_OV = U_k U_kᵀ too; with a learned W_O, W_OV = W_O,k U_kᵀ. The score scale (1/√p or
 1) and rotary positions are left out (they do not change the subspaces); biases are left out.
 """
