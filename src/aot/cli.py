@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "aot.data.cli",
     "aot.train.cli",
     "aot.eval.cli",
+    "aot.analysis.viz_cli",
     "aot.analysis.cli",
     "aot.export_cli",
     "aot.sample_cli",

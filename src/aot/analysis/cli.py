@@ -1,103 +1,149 @@
-"""`aot viz attention RUN_DIR`: where the class token of a trained image classifier looks, head by head."""
+"""`aot analyze`: look inside a trained model — layer-by-layer denoising (energy shares, subspace SNR, coding
+rates), circuits (QK/OV spectra, composition, previous-token and induction heads) and subspace geometry."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import textwrap
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
+import torch
 
+from aot.cli import add_experiment_args
+from aot.config import from_dict, load_config_file
+from aot.devices import resolve_device
 from aot.errors import AotError
+from aot.runinfo import machine_info
+
+DEFAULT_OUT = "RUN_DIR/analysis"
+
+EPILOG = """\
+examples:
+  aot analyze runs/lm                        # the val split, 8 batches x 8 windows of 128 tokens
+  aot analyze runs/lm --data test --batches 16 --out runs/lm-inside
+  aot analyze runs/lm --data notes.txt       # any text file, encoded with the run's tokenizer
+  aot analyze runs/vision                    # an `aot train vision` run: adds class-token entropy
+  aot analyze --calibrate --out runs/calib   # Definition 1 data through the true unrolled denoiser
+
+outputs (in --out, default RUN_DIR/analysis): results.json with, per layer, the heads' energy
+shares, the subspace SNR of the tokens the layer reads and of its output (bands over batches and
+tokens), their ratio (Theorem 1's factor), the coding rate R and compression term R_c; composition
+scores, QK/OV singular values, previous-token and induction scores per head; principal-angle
+overlaps and the orthogonality gap. Figures: denoising.png, circuits.png, spectra.png,
+geometry.png. With --calibrate: calibration.json and calibration.png (Theorem 1's thresholded
+operator and plain softmax). Definitions: docs/math.md, section "Inside trained models".
+"""
+
+
+@dataclass
+class AnalyzeConfig:
+    """Options (also the keys of a --config file): batches × batch_size windows of seq_len tokens; ε of the
+    coding rates; the length n of the repeated random sequences [r, r] for the induction scores."""
+
+    data: str = "val"
+    batches: int = 8
+    batch_size: int = 8
+    seq_len: int = 128
+    eps: float = 0.5
+    induction_length: int = 32
+
+    def validate(self) -> None:
+        for name in ("batches", "batch_size", "seq_len", "induction_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AotError(f"{name}={value!r} must be a positive integer")
+        if not self.eps > 0:
+            raise AotError(f"eps={self.eps!r} must be positive")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "viz",
-        help="figures of trained models (class-token attention maps, ...)",
-        description="Draw what a trained model does. Pick a figure.",
-    )
-    figures = parser.add_subparsers(dest="figure", metavar="FIGURE")
-    attention = figures.add_parser(
-        "attention",
-        help="the class token's attention over the patches, per head, overlaid on test images",
+        "analyze",
+        help="look inside a trained model: per-layer denoising, circuits, induction heads, subspace geometry",
         description=textwrap.fill(
-            "Load the model of an `aot train vision` run (RUN_DIR/checkpoint) and its data set, run N test images "
-            "with the attention hooks on (blocks.L.attn.hook_pattern), and draw one PNG grid: a row per image with "
-            "the image, the class token's attention over the patches for every head of layer L, and the mean over "
-            "all layers and heads, upsampled and overlaid on the image. The arrays (images, labels, predictions, "
-            "the attention of every layer and head, shape (layers, images, heads, grid, grid)) go to an .npz "
-            "beside it. Works for every block type with attention (AoT-MSSA, AoT-MHSA, ViT, CRATE).",
+            "Read a run folder written by `aot train lm` or `aot train vision` (its checkpoint/ and results.json) "
+            "through the model's hook points and measure whether its layers denoise as Theorem 1 says (energy in "
+            "the heads' subspaces, subspace SNR per layer, coding rates), its circuits and the geometry of its "
+            "heads' subspaces.",
             width=100,
         ),
-        epilog="Examples:\n"
-        "  aot viz attention runs/vision --images 6 --layer -1\n"
-        "  aot viz attention runs/vit --images 4 --layer 2 --out figures/vit_attention",
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    attention.add_argument("run_dir", help="a folder written by `aot train vision` (with checkpoint/, results.json)")
-    attention.add_argument("--images", type=int, default=6, help="test images to draw (default 6)")
-    attention.add_argument("--layer", type=int, default=-1, help="layer whose heads are drawn (default -1: the last)")
-    attention.add_argument("--data", help="image set to draw from (default: the run's)")
-    attention.add_argument("--out", help="output folder (default: RUN_DIR)")
-    attention.set_defaults(func=run_attention)
-    parser.set_defaults(func=lambda args: parser.print_help() or 0)
+    parser.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a folder written by `aot train lm`")
+    parser.add_argument("--data", help="val (default), test, train, or a text file to encode with the run's tokenizer")
+    parser.add_argument("--batches", type=int, help="number of batches (default 8)")
+    parser.add_argument("--batch-size", type=int, help="windows per batch (default 8)")
+    parser.add_argument("--seq-len", type=int, help="tokens per window (default 128, at most the block size)")
+    parser.add_argument("--eps", type=float, help="precision ε of the coding rates (default 0.5)")
+    parser.add_argument("--calibrate", action="store_true", help="run on Definition 1 data instead of RUN_DIR")
+    add_experiment_args(parser, default_out=DEFAULT_OUT)
+    parser.set_defaults(func=run)
 
 
-def run_attention(args: argparse.Namespace) -> int:
-    from aot.analysis.attention_maps import class_token_attention, patch_maps, plot_attention_grid
-    from aot.data.images import load_images
-    from aot.models.base import AotModel
+def _config(args: argparse.Namespace) -> AnalyzeConfig:
+    values = load_config_file(args.config) if args.config else {}
+    cfg = from_dict(AnalyzeConfig, values, "analyze")
+    for name in ("data", "batches", "batch_size", "seq_len", "eps"):
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    cfg.validate()
+    return cfg
 
-    run_dir = Path(args.run_dir)
-    results_path = run_dir / "results.json"
-    if not results_path.is_file():
-        raise AotError(f"{str(run_dir)!r} has no results.json; point to a finished `aot train vision` run")
-    results = json.loads(results_path.read_text())
-    if results.get("task") != "image":
-        raise AotError(f"{str(run_dir)!r} is a {results.get('task')!r} run; attention maps need an image classifier")
-    if args.images < 1:
-        raise AotError(f"--images {args.images} must be at least 1")
-    model = AotModel.from_pretrained(run_dir / "checkpoint")
-    n_layer = model.cfg.n_layer
-    if not -n_layer <= args.layer < n_layer:
-        raise AotError(f"--layer {args.layer} is out of range for {n_layer} layers (use 0..{n_layer - 1} or -1)")
-    layer = args.layer % n_layer
-    data_cfg = results["config"]["data"]
-    val_size = data_cfg["val_size"] if data_cfg["val_size"] < 1 else int(data_cfg["val_size"])
-    data = load_images(args.data or data_cfg["dataset"], val_size)
-    images, labels = data.splits["test"]
-    images, labels = images[: args.images], labels[: args.images]
-    logits, attention = class_token_attention(model, data.normalise(images))
-    grid = model.cfg.image_size // model.cfg.patch_size
-    maps = patch_maps(attention, grid).float()  # (L, B, heads, g, g)
-    predictions = logits.argmax(-1)
-    out = Path(args.out) if args.out else run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    names = data.classes
-    titles = [f"{names[int(y)]} -> {names[int(p)]}" for y, p in zip(labels, predictions)]
-    figure = plot_attention_grid(
-        out / f"attention_layer{layer}.png",
-        images.numpy(),
-        maps[layer].numpy(),
-        maps.mean(dim=(0, 2)).numpy(),
-        titles,
-        layer,
-        model.cfg.image_size,
-    )
-    arrays = out / "attention.npz"
-    np.savez_compressed(
-        arrays,
-        images=images.numpy(),
-        labels=labels.numpy(),
-        predictions=predictions.numpy(),
-        cls_attention=attention.float().numpy(),
-        patch_maps=maps.numpy(),
-    )
-    correct = int((predictions == labels).sum())
+
+def run(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    if args.calibrate:
+        from aot.analysis.calibration import calibrate
+        from aot.analysis.figures import plot_calibration
+
+        out = Path("runs/analysis-calibration" if args.out == DEFAULT_OUT else args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        result = {
+            "machine": machine_info(),
+            # Theorem 1's operator (φ = h∘softmax patched into the pattern hook) inside its conditions ...
+            "threshold": calibrate(
+                tokens_per_cluster=256, delta=0.2, eta=0.055, n_layers=13, batches=2, phi="threshold", tau=0.8,
+                eps=cfg.eps, seed=args.seed,
+            ),
+            # ... and the plain softmax of the trained models (no threshold: the SNR rises, then falls)
+            "softmax": calibrate(eps=cfg.eps, seed=args.seed),
+        }  # fmt: skip
+        (out / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")
+        plot_calibration(result, out / "calibration.png")
+        for phi in ("threshold", "softmax"):
+            run = result[phi]
+            gains = [row["gain"]["mean"] for row in run["profile"]["layers"]]
+            print(
+                f"calibration ({phi}): analysis SNR = aot.theory SNR to {run['max_relative_difference']:.1e}; "
+                f"gains {min(gains):.3f}-{max(gains):.3f} (1 + ητ = {run['setting']['predicted_factor']:.3f})"
+            )
+        print(f"Wrote {out / 'calibration.json'}")
+        return 0
+    if not args.run_dir:
+        raise AotError("give a RUN_DIR (a folder written by `aot train lm`) or --calibrate")
+    from aot.analysis.run import analyze_run
+
+    out = Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else Path(args.out)
+    torch.manual_seed(args.seed)
+    options = asdict(cfg)
+    data = options.pop("data")
+    results = analyze_run(args.run_dir, out, data=data, seed=args.seed, device=resolve_device(args.device), **options)
+    layers = results["denoising"]["layers"]
+    gains = [row["gain"]["mean"] for row in layers]
+    circuits = results["circuits"]
+    if "induction" in circuits:
+        induction = torch.tensor(circuits["induction"])
+        layer, head = divmod(int(induction.argmax()), induction.shape[1])
+        heads = f"top induction head {layer}.{head} ({float(induction.max()):.2f})"
+    else:
+        entropy = torch.tensor(circuits["cls_attention_entropy"]).mean(dim=1)
+        heads = f"class-token attention entropy {float(entropy[0]):.2f} -> {float(entropy[-1]):.2f} nats"
     print(
-        f"{model.cfg.block} L={n_layer}: class-token attention of layer {layer} ({model.cfg.n_head} heads) on "
-        f"{len(labels)} test images ({correct} classified right). Wrote {figure} and {arrays}"
+        f"{results['model']['block']} L={len(layers)}: input SNR {layers[0]['snr_in']['mean']:.3f} -> "
+        f"{layers[-1]['snr_in']['mean']:.3f} (layer {len(layers) - 1}); layers with gain > 1: "
+        f"{sum(g > 1 for g in gains)}/{len(gains)}; {heads}. Wrote {out / 'results.json'}"
     )
     return 0

@@ -1,0 +1,202 @@
+"""`aot analyze` on a trained run: load its checkpoint and data, run every measurement, write results.json and
+the figures. Reads the model only through its hook points and weights (never the training code's internals)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from aot.analysis.circuits import composition_table, copying_scores, head_scores, repeated_random_tokens
+from aot.analysis.geometry import subspace_geometry
+from aot.analysis.profile import denoising_profile
+from aot.analysis.vision import cls_attention_entropy
+from aot.errors import AotError
+from aot.models.base import AotModel
+from aot.runinfo import machine_info
+
+SPLIT_NAMES = ("val", "test", "train")
+
+
+def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
+    """The trained model (``RUN_DIR/checkpoint``), in eval mode, and the run's ``results.json`` (empty while the
+    run is still training)."""
+    run = Path(run_dir)
+    checkpoint = run / "checkpoint"
+    if not (checkpoint / "model.safetensors").is_file():
+        raise AotError(f"{str(run)!r} has no checkpoint/model.safetensors; point to a folder written by `aot train`")
+    model = AotModel.from_pretrained(checkpoint).eval()
+    config: dict[str, Any] = {}
+    if (run / "results.json").is_file():
+        config = json.loads((run / "results.json").read_text())
+    return model, config
+
+
+def training_summary(run_results: dict[str, Any]) -> dict[str, Any]:
+    """What the analysed model had reached: steps, tokens and val figures of the run (and the bigram's)."""
+    train = run_results.get("train", {})
+    val = run_results.get("val", {})
+    summary = {"steps": train.get("steps"), "tokens": train.get("tokens"), "val": val or None}
+    bigram = run_results.get("baselines", {}).get("val", {}).get("bigram")
+    if bigram:
+        summary["val_bigram_nats_per_byte"] = bigram["nats_per_byte"]
+    return summary
+
+
+def lm_tokens(config: dict[str, Any], data: str) -> np.ndarray:
+    """Token ids to analyse: a split of the run's corpus (``val``, ``test``, ``train``) or a text file encoded
+    with the run's tokenizer."""
+    from aot.data.shards import prepare_lm_data
+
+    section = config.get("data")
+    if not section:
+        raise AotError("the run has no results.json with its data config yet; wait until training has finished")
+    corpus = prepare_lm_data(
+        section["corpus"], section["tokenizer"], section.get("val_fraction", 0.05), section.get("test_fraction", 0.05)
+    )
+    if data in SPLIT_NAMES:
+        return np.asarray(corpus.splits[data], dtype=np.int64)
+    path = Path(data)
+    if not path.is_file():
+        raise AotError(f"--data {data!r} is neither a split ({', '.join(SPLIT_NAMES)}) nor a text file")
+    return np.asarray(corpus.tokenizer.encode(path.read_text(encoding="utf-8")), dtype=np.int64)
+
+
+def lm_batches(tokens: np.ndarray, batches: int, batch_size: int, seq_len: int, seed: int) -> list[torch.Tensor]:
+    """``batches`` batches of ``batch_size`` random windows of ``seq_len`` tokens (seeded)."""
+    if len(tokens) <= seq_len:
+        raise AotError(f"the data has {len(tokens)} tokens, fewer than --seq-len {seq_len}; lower --seq-len")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(batches):
+        starts = rng.integers(0, len(tokens) - seq_len, size=batch_size)
+        out.append(torch.from_numpy(np.stack([tokens[s : s + seq_len] for s in starts])))
+    return out
+
+
+def analyze_lm(
+    model: AotModel,
+    tokens: np.ndarray,
+    *,
+    batches: int = 8,
+    batch_size: int = 8,
+    seq_len: int = 128,
+    induction_length: int = 32,
+    eps: float = 0.5,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> dict[str, Any]:
+    """Denoising profile on real text, circuits (spectra, composition, previous-token and induction scores) and
+    subspace geometry of a causal LM."""
+    model = model.to(device)
+    seq_len = min(seq_len, model.cfg.block_size)
+    data = lm_batches(tokens, batches, batch_size, seq_len, seed)
+    profile = denoising_profile(model, tqdm([(b.to(device),) for b in data], desc="denoising", leave=False), eps=eps)
+    length = min(induction_length, model.cfg.block_size // 2)
+    generator = torch.Generator().manual_seed(seed)
+    repeated = repeated_random_tokens(batch_size * 2, length, model.cfg.vocab_size, generator).to(device)
+    scores = head_scores(model, repeated)
+    copying = copying_scores(model)
+    return {
+        "denoising": profile,
+        "circuits": {
+            **composition_table(model),
+            "sequence_length": length,
+            "previous_token": scores["previous_token"].tolist(),
+            "induction": scores["induction"].tolist(),
+            "copying": None if copying is None else copying.tolist(),
+        },
+        "geometry": subspace_geometry(model),
+    }
+
+
+def image_batches(config: dict[str, Any], data: str, batches: int, batch_size: int, seed: int) -> list[torch.Tensor]:
+    """Normalised images of a split of the run's image set (``aot.data.images``, the `aot train vision` task)."""
+    try:
+        image_sets: Any = importlib.import_module("aot.data.images")
+    except ImportError:
+        raise AotError("an image run needs aot.data.images (`aot train vision`); this install has none") from None
+    section = config.get("data")
+    if not section or "dataset" not in section:
+        raise AotError("the run has no results.json with its image set yet; wait until training has finished")
+    if data not in SPLIT_NAMES:
+        raise AotError(f"--data {data!r}: an image run takes a split ({', '.join(SPLIT_NAMES)})")
+    val_size = section.get("val_size", 0.1)
+    image_data = image_sets.load_images(section["dataset"], val_size if val_size < 1 else int(val_size))
+    pixels = image_data.splits[data][0]
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        image_data.normalise(pixels[torch.randint(len(pixels), (batch_size,), generator=generator)])
+        for _ in range(batches)
+    ]
+
+
+def analyze_vision(
+    model: AotModel, images: list[torch.Tensor], *, eps: float = 0.5, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """Denoising profile, the class token's attention entropy per layer and head, composition and spectra, and
+    subspace geometry of an image classifier."""
+    model = model.to(device)
+    batches = [(x.to(device),) for x in images]
+    profile = denoising_profile(model, tqdm(batches, desc="denoising", leave=False), eps=eps)
+    entropy = torch.stack([cls_attention_entropy(model, x) for (x,) in batches]).mean(0)  # (L, H)
+    n_tokens = images[0].shape[-1] // model.cfg.patch_size * (images[0].shape[-2] // model.cfg.patch_size) + 1
+    return {
+        "denoising": profile,
+        "circuits": {
+            **composition_table(model),
+            "cls_attention_entropy": entropy.tolist(),
+            "uniform_entropy": math.log(n_tokens),
+        },
+        "geometry": subspace_geometry(model),
+    }
+
+
+def describe(model: AotModel) -> dict[str, Any]:
+    cfg = model.cfg
+    return {
+        "block": cfg.block,
+        "n_layer": cfg.n_layer,
+        "n_embd": cfg.n_embd,
+        "n_head": cfg.n_head,
+        "head_dim": cfg.head_dim,
+        "tied_output": cfg.tied_output if cfg.block in ("aot-mssa", "crate") else None,
+        "position": cfg.position,
+        "params": model.num_params(),
+    }
+
+
+def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **options: Any) -> dict[str, Any]:
+    """Analyse a trained LM or image run and write ``results.json`` and the figures into ``out``."""
+    from aot.analysis.figures import plot_all
+
+    model, run_results = load_run(run_dir)
+    config = run_results.get("config", {})
+    if model.cfg.task == "lm":
+        measured = analyze_lm(model, lm_tokens(config, data), **options)
+    elif model.cfg.task == "image":
+        sizes = options.get("batches", 8), options.get("batch_size", 8)
+        images = image_batches(config, data, *sizes, seed=options.get("seed", 0))
+        measured = analyze_vision(model, images, eps=options.get("eps", 0.5), device=options.get("device", "cpu"))
+    else:
+        raise AotError(f"{str(run_dir)!r} holds a {model.cfg.task!r} model; aot analyze reads lm and image models")
+    results = {
+        "run": str(run_dir),
+        "machine": machine_info(),
+        "model": describe(model),
+        "training": training_summary(run_results),
+        "data": data,
+        "options": {key: str(value) if key == "device" else value for key, value in options.items()},
+        **measured,
+    }
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    plot_all(results, out_dir, title=f"{model.cfg.block} L={model.cfg.n_layer} d={model.cfg.n_embd}")
+    return results
