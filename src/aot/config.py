@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from aot.errors import ConfigError
 
-BLOCK_TYPES = ("aot-mssa", "aot-mhsa", "transformer", "crate", "llama")
+BLOCK_TYPES = ("aot-mssa", "aot-mhsa", "transformer", "crate", "llama", "linear-attn", "mamba")
 TASKS = ("lm", "image", "icl")
 NORMS = ("layernorm", "rmsnorm", "none")
 POSITIONS = ("learned", "rope", "none")
@@ -29,7 +29,8 @@ class ModelConfig:
     """Everything needed to build a model: ``embedding -> Backbone(blocks) -> head``.
 
     Backbone fields (shared by every task):
-        block: one of ``aot-mssa``, ``aot-mhsa``, ``transformer`` (GPT-2 / ViT), ``crate``, ``llama``.
+        block: one of ``aot-mssa``, ``aot-mhsa``, ``transformer`` (GPT-2 / ViT), ``crate``, ``llama``,
+            ``linear-attn`` (causal linear attention), ``mamba`` (Mamba's S6, needs ``aot[mamba]``).
         n_layer, n_embd (d), n_head (K, the number of subspaces / heads).
         head_dim: p, the dimension of each head's subspace; default ``n_embd // n_head``.
         tied_output: MSSA only. True lifts each head back with its own basis (W_O = [U_1 ... U_K], the
@@ -43,6 +44,8 @@ class ModelConfig:
         residual_scale_init: initial value of eta.
         mlp_ratio: hidden width of the GELU MLP (``transformer``) and SwiGLU (``llama``, times 2/3).
         ista_step, ista_lambda: eta and lambda of CRATE's ISTA step (0.1 and 0.1 in the CRATE code).
+        linear_attn_normalize: ``linear-attn`` divides by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not.
+        mamba_d_state, mamba_expand, mamba_d_conv: Mamba's state size N, expansion E/d and conv width.
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
             ``None`` picks ``rope`` for llama and ``learned`` otherwise.
         bias: biases in linear layers and LayerNorm (GPT-2 style). The MSSA projection U never has one.
@@ -71,6 +74,10 @@ class ModelConfig:
     mlp_ratio: float = 4.0
     ista_step: float = 0.1
     ista_lambda: float = 0.1
+    linear_attn_normalize: bool = True
+    mamba_d_state: int = 16
+    mamba_expand: int = 2
+    mamba_d_conv: int = 4
     position: str | None = None
     rope_theta: float = 10000.0
     bias: bool = True
@@ -131,6 +138,9 @@ class ModelConfig:
             "num_classes",
             "n_dims",
             "n_points",
+            "mamba_d_state",
+            "mamba_expand",
+            "mamba_d_conv",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -146,6 +156,15 @@ class ModelConfig:
             raise ConfigError(
                 f"block={self.block!r} needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim} != "
                 f"{self.n_embd}; leave head_dim unset"
+            )
+        if self.block in ("linear-attn", "mamba") and self.position == "rope":
+            raise ConfigError(
+                f"position='rope' rotates attention scores; block={self.block!r} has none, use position='learned'"
+            )
+        if self.block == "linear-attn" and self.n_head * self.head_dim != self.n_embd:
+            raise ConfigError(
+                f"block='linear-attn' needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim}; "
+                "leave head_dim unset"
             )
         if self.position == "rope" and self.head_dim % 2:
             raise ConfigError(f"position='rope' needs an even head_dim, got head_dim={self.head_dim}")
