@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from aot.errors import AotError
 from aot.models.factory import build_model
 from aot.models.presets import PRESETS, get_preset
 
@@ -32,8 +33,11 @@ def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
         cfg = preset.config()
         if task and cfg.task != task:
             continue
-        with torch.device("meta"):
-            model = build_model(cfg)
+        try:
+            with torch.device("meta"):
+                model = build_model(cfg)
+        except AotError:  # an optional block whose package is not installed (mamba without mambapy)
+            continue
         rows.append(
             dict(
                 name=name,
