@@ -48,7 +48,14 @@ class ICLEvalConfig:
 ICL_PRESETS: dict[str, dict[str, Any]] = {
     "cpu-quick": {
         "model": {"preset": "aot-mhsa-icl-cpu"},
-        "data": {"task": "linear", "n_dims": 5, "n_points": 11, "dims_start": 2, "points_start": 5},
+        "data": {
+            "task": "linear",
+            "n_dims": 5,
+            "n_points": 11,
+            "dims_start": 2,
+            "points_start": 5,
+            "curriculum_interval": 200,
+        },
         "train": {"steps": 2000, "batch_size": 64, "lr": 1e-3, "warmup_steps": 100, "weight_decay": 0.0},
         "eval": {"periodic_prompts": 256, "final_prompts": 1000},
     },
@@ -209,7 +216,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "  aot train icl --set data.pool_size=64 --set model.position=rope\n"
         "  aot train icl --out runs/icl --resume          # continue an interrupted run exactly\n"
         "Presets:\n"
-        "  cpu-quick  d = 5, 11 points, curriculum from 2 dims / 5 points every 2000 steps, 2000 steps x 64\n"
+        "  cpu-quick  d = 5, 11 points, curriculum from 2 dims / 5 points, +1 / +2 every 200 steps, 2000 x 64\n"
         "  cpu-bench  d = 10, 21 points, curriculum every 500 steps, 4000 steps x 64\n"
         "  garg       Garg et al.: GPT-2 12 x 256, d = 20, 41 points, 500k steps x 64, lr 1e-4 (a GPU job)\n"
         "Print the full config with --dump-config.",
