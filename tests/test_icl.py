@@ -37,7 +37,9 @@ def test_noiseless_least_squares_error_is_d_minus_k_over_d_then_zero():
 def test_curriculum_follows_garg_schedule():
     dims = Curriculum(start=5, end=20, inc=1, interval=2000)
     assert [dims.at(s) for s in (0, 1999, 2000, 4000, 29_999, 30_000, 10**6)] == [5, 5, 6, 7, 19, 20, 20]
-    cfg = ICLDataConfig(n_dims=6, n_points=13, dims_start=2, points_start=5, dims_inc=1, points_inc=2, curriculum_interval=10)
+    cfg = ICLDataConfig(
+        n_dims=6, n_points=13, dims_start=2, points_start=5, dims_inc=1, points_inc=2, curriculum_interval=10
+    )
     batches = ICLBatches(cfg, batch_size=8)
     for step, (n_dims, n_points) in {0: (2, 5), 9: (2, 5), 10: (3, 7), 25: (4, 9), 1000: (6, 13)}.items():
         xs, ys = batches.get(step)

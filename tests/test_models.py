@@ -103,7 +103,15 @@ def closed_form_block_params(cfg: ModelConfig) -> int:
         return ln + mhsa + eta
     if cfg.block == "mamba":  # Mamba (Gu & Dao 2023), E = expand·d, R = ⌈d/16⌉, N = d_state, no projection biases
         E, R, N, w = cfg.mamba_expand * d, -(-d // 16), cfg.mamba_d_state, cfg.mamba_d_conv
-        in_proj, conv, x_proj, dt_proj, A, D, out_proj = d * 2 * E, E * w + E, E * (R + 2 * N), R * E + E, E * N, E, E * d
+        in_proj, conv, x_proj, dt_proj, A, D, out_proj = (
+            d * 2 * E,
+            E * w + E,
+            E * (R + 2 * N),
+            R * E + E,
+            E * N,
+            E,
+            E * d,
+        )
         return ln + in_proj + conv + x_proj + dt_proj + A + D + out_proj + eta
     raise AssertionError(cfg.block)
 
@@ -123,7 +131,9 @@ def closed_form_block_params(cfg: ModelConfig) -> int:
         dict(block="linear-attn"),
         dict(block="linear-attn", bias=False, residual_scale="scalar"),
         pytest.param(dict(block="mamba"), marks=needs_mambapy),
-        pytest.param(dict(block="mamba", mamba_d_state=8, mamba_expand=3, mamba_d_conv=3, n_embd=40), marks=needs_mambapy),
+        pytest.param(
+            dict(block="mamba", mamba_d_state=8, mamba_expand=3, mamba_d_conv=3, n_embd=40), marks=needs_mambapy
+        ),
     ],
     ids=str,
 )

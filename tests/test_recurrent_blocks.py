@@ -80,7 +80,7 @@ def test_mamba_mixer_matches_the_recurrence_written_out():
     torch.testing.assert_close(ssm(x), mamba_reference(ssm, x), rtol=1e-9, atol=1e-12)
     # Mamba's Δ initialisation survives the model's init (Δ = softplus(bias) between 0.001 and 0.1)
     dt = F.softplus(ssm.dt_proj.bias)
-    assert 1e-3 * 0.99 <= float(dt.min().detach()) and float(dt.max().detach()) <= 0.1 * 1.01
+    assert float(dt.min().detach()) >= 1e-3 * 0.99 and float(dt.max().detach()) <= 0.1 * 1.01
 
 
 def test_mamba_a_log_and_d_are_kept_out_of_weight_decay():
@@ -130,7 +130,8 @@ def test_generate_with_a_recurrent_cache_matches_without():
     model = model.double().eval()
     prompt = torch.randint(0, 13, (1, 3))
     assert torch.equal(
-        model.generate(prompt, 8, temperature=0, use_cache=True), model.generate(prompt, 8, temperature=0, use_cache=False)
+        model.generate(prompt, 8, temperature=0, use_cache=True),
+        model.generate(prompt, 8, temperature=0, use_cache=False),
     )
 
 

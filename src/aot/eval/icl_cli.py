@@ -68,7 +68,9 @@ def evaluate_runs(
         curves[name] = {"kind": "baseline", **bootstrap_band(squared_errors(preds, prompts.ys, prompts.error_scale))}
     d = data_cfg.n_dims
     for curve in curves.values():
-        curve["at"] = {k: curve["mean"][i] for k, i in (("k=d/2", d // 2), ("k=d", d), ("k=2d", 2 * d)) if i < len(curve["mean"])}
+        curve["at"] = {
+            k: curve["mean"][i] for k, i in (("k=d/2", d // 2), ("k=d", d), ("k=2d", 2 * d)) if i < len(curve["mean"])
+        }
     return {
         "task": "icl-eval",
         "machine": machine_info(),
@@ -118,7 +120,9 @@ def summary_table(results: dict[str, Any]) -> str:
     lines = [f"{'curve':<28} {'k=d/2':>8} {'k=d':>8} {'k=2d':>8}"]
     for name, curve in results["curves"].items():
         at = curve["at"]
-        lines.append(f"{name[:28]:<28} " + " ".join(f"{at.get(k, float('nan')):>8.3f}" for k in ("k=d/2", "k=d", "k=2d")))
+        lines.append(
+            f"{name[:28]:<28} " + " ".join(f"{at.get(k, float('nan')):>8.3f}" for k in ("k=d/2", "k=d", "k=2d"))
+        )
     return "\n".join(lines)
 
 

@@ -53,7 +53,11 @@ class AotModel(HookedModule):
         marked ``_no_weight_decay`` (Mamba's A_log and D, as mambapy marks them)."""
         names = set()
         for name, param in self.named_parameters():
-            if param.ndim < 2 or name.startswith(("pos_embed", "cls_token")) or getattr(param, "_no_weight_decay", 0):
+            if (
+                param.ndim < 2
+                or name.startswith(("pos_embed", "cls_token"))
+                or getattr(param, "_no_weight_decay", False)
+            ):
                 names.add(name)
         return names
 

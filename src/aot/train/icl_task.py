@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from aot.bench.flops import flops_per_token
+from aot.bench.flops import RECURRENT_BLOCKS, flops_per_token
 from aot.data.icl import ICL_TASKS, ICLBatches, ICLDataConfig, eval_prompts
 from aot.devices import resolve_device
 from aot.errors import AotError
@@ -148,13 +148,16 @@ def train_icl(run: ICLRun, out_dir: str | Path, device_name: str = "auto", seed:
         evaluate=periodic_eval,
         fingerprint=fingerprint,
         model_config=model_cfg.to_dict(),
-        flops_per_sample=seq * flops_per_token(model_cfg, seq).training() if model_cfg.block != "mamba" else None,
+        flops_per_sample=None
+        if model_cfg.block in RECURRENT_BLOCKS
+        else seq * flops_per_token(model_cfg, seq).training(),
     )
     wall_start = time.perf_counter()
     result = trainer.fit(resume=resume)
     with trainer.autocast():
         errors = evaluate(trainer.model, run.eval.final_prompts)
-    results = {
+    curve = [{"step": s, "loss": v} for s, v in result.losses]
+    results: dict[str, Any] = {
         "task": "icl",
         "machine": machine_info(),
         "seed": seed,
@@ -173,7 +176,7 @@ def train_icl(run: ICLRun, out_dir: str | Path, device_name: str = "auto", seed:
             "train_seconds": result.train_seconds,
             "wall_seconds": time.perf_counter() - wall_start,
             "final_train_loss": result.last_loss,
-            "curve": [{"step": s, "loss": v} for s, v in result.losses],
+            "curve": curve,
             "evals": result.evals,
         },
         "eval": {"n_prompts": run.eval.final_prompts, "error_by_k": errors, **curve_at(errors, run.data.n_dims)},
@@ -182,7 +185,7 @@ def train_icl(run: ICLRun, out_dir: str | Path, device_name: str = "auto", seed:
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     experiment.plot_training_curve(
         out,
-        results["train"]["curve"],
+        curve,
         result.evals,
         x_per_step=1,
         x_label="step",
