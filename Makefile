@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements-ci.txt
-	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf]'
+	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,mamba,icl]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (editable)
