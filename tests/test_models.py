@@ -84,7 +84,7 @@ def test_image_model_is_not_causal():
 def closed_form_block_params(cfg: ModelConfig) -> int:
     """Parameters of one block, written out from the architecture (PAPER.md §2, §6)."""
     d, K, p = cfg.n_embd, cfg.n_head, cfg.p
-    ln = 2 * d if cfg.norm == "layernorm" else d if cfg.norm == "rmsnorm" else 0
+    ln = (2 * d if cfg.bias else d) if cfg.norm == "layernorm" else d if cfg.norm == "rmsnorm" else 0
     mssa = d * K * p + (0 if cfg.tied_output else K * p * d + d)  # U, and a learned W_O with bias
     mhsa = 4 * d * d + (4 * d if cfg.bias else 0)
     eta = {"none": 0, "scalar": 1, "channel": d}[cfg.residual_scale]
