@@ -33,12 +33,14 @@ def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
         cfg = preset.config()
         if task and cfg.task != task:
             continue
+        params: int | None = None
+        non_embedding: int | None = None
         try:
             with torch.device("meta"):
                 model = build_model(cfg)
             params, non_embedding = model.num_params(), model.num_params(non_embedding=True)
-        except AotError:  # an optional block whose package is not installed (mamba without mambapy)
-            params = non_embedding = None
+        except AotError:  # an optional block whose package is not installed (mamba without mambapy): no counts
+            pass
         rows.append(
             dict(
                 name=name,
