@@ -192,6 +192,7 @@ def test_every_preset_builds_runs_forward_and_backward(name):
         (dict(n_embd=100, n_head=3), "n_embd=100 is not divisible by n_head=3"),
         (dict(block="rwkv"), "block='rwkv' is not one of"),
         (dict(block="linear-attn", position="rope"), "block='linear-attn' has none"),
+        (dict(block="mamba", task="image"), "block='mamba' is causal only"),
         (dict(n_layer=0), "n_layer=0 must be a positive integer"),
         (dict(block="aot-mhsa", head_dim=8), "needs n_head*head_dim == n_embd"),
         (dict(task="image", image_size=30, patch_size=4), "image_size=30 is not divisible by patch_size=4"),

@@ -157,6 +157,10 @@ class ModelConfig:
                 f"block={self.block!r} needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim} != "
                 f"{self.n_embd}; leave head_dim unset"
             )
+        if self.block in ("linear-attn", "mamba") and not self.causal:
+            raise ConfigError(
+                f"block={self.block!r} is causal only (a left-to-right recurrence); use it for task='lm' or 'icl'"
+            )
         if self.block in ("linear-attn", "mamba") and self.position == "rope":
             raise ConfigError(
                 f"position='rope' rotates attention scores; block={self.block!r} has none, use position='learned'"
