@@ -24,6 +24,7 @@ from pathlib import Path
 
 from aot.eval.icl_cli import evaluate_runs, plot_curves
 from aot.runinfo import machine_info
+from aot.train.checkpoint import find_checkpoint
 from aot.train.icl_task import build_run_config, train_icl
 
 HERE = Path(__file__).resolve().parent
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = build_run_config("cpu-quick", sets=sets, model_preset=model)
                 print(f"== {time.strftime('%H:%M:%S')} {args.tag} {task} {model}", flush=True)
                 with cpu_lock(args.lock):
-                    train_icl(run, out, "cpu", seed=0, resume=True)
+                    train_icl(run, out, "cpu", seed=0, resume=find_checkpoint(out) is not None)
             result = json.loads((out / "results.json").read_text())
             store["runs"][f"{args.tag}/{task}/{model}"] = {
                 "command": command,
