@@ -48,47 +48,57 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default="main")
     parser.add_argument("--runs", default="runs/bench-icl", help="folder for the individual runs")
     parser.add_argument("--prompts", type=int, default=1000, help="held-out prompts of the final evaluation")
-    parser.add_argument("--lock", metavar="FILE", help="hold this flock(1)-style lock around each run")
+    parser.add_argument("--eval-only", action="store_true", help="evaluate the finished runs only (train none)")
+    parser.add_argument("--lock", metavar="FILE", help="hold this flock(1)-style lock around each task's runs")
     args = parser.parse_args(argv)
     store_path = HERE / "results.json"
     store = json.loads(store_path.read_text()) if store_path.is_file() else {"machine": machine_info(), "runs": {}}
     for task in args.tasks:
-        run_dirs = []
-        for model in args.models:
-            sets = [
-                f"train.steps={args.steps}",
-                "train.progress=false",
-                "train.checkpoint_every=100",
-                "train.eval_every=250",
-                "data.curriculum_interval=100",
-                f"data.task={task}",
-                *TASKS[task],
-                *args.set,
-            ]
-            out = Path(args.runs) / f"{args.tag}-{task}-{model}"
-            command = f"aot train icl --model {model} --out {out} --resume " + " ".join(f"--set {s}" for s in sets)
-            if not (out / "results.json").is_file():
-                run = build_run_config("cpu-quick", sets=sets, model_preset=model)
-                print(f"== {time.strftime('%H:%M:%S')} {args.tag} {task} {model}", flush=True)
-                with cpu_lock(args.lock):
-                    train_icl(run, out, "cpu", seed=0, resume=find_checkpoint(out) is not None)
-            result = json.loads((out / "results.json").read_text())
-            store["runs"][f"{args.tag}/{task}/{model}"] = {
-                "command": command,
-                "model": result["model"],
-                "train": {k: result["train"][k] for k in ("steps", "prompts", "train_seconds", "final_train_loss")},
-                "eval": {k: v for k, v in result["eval"].items() if k != "error_by_k"},
-            }
-            store_path.write_text(json.dumps(store, indent=2) + "\n")
-            run_dirs.append(out)
-        print(f"== {time.strftime('%H:%M:%S')} evaluating {task}", flush=True)
-        with cpu_lock(args.lock):
-            curves = evaluate_runs(run_dirs, n_prompts=args.prompts, labels=args.models)
-        curves["command"] = f"aot eval icl {' '.join(str(d) for d in run_dirs)} --labels {','.join(args.models)}"
-        (HERE / f"{args.tag}-{task}.json").write_text(json.dumps(curves, indent=2) + "\n")
-        plot_curves(curves, HERE / f"{args.tag}-{task}.png")
+        with cpu_lock(args.lock):  # one task's runs back to back (the queue for the lock is not first-come)
+            run_task(args, task, store, store_path)
         write_table(HERE)
     return 0
+
+
+def run_task(args: argparse.Namespace, task: str, store: dict, store_path: Path) -> None:
+    """Train every model on ``task`` (or reuse its finished run), then evaluate them together."""
+    run_dirs, labels = [], []
+    for model in args.models:
+        sets = [
+            f"train.steps={args.steps}",
+            "train.progress=false",
+            "train.checkpoint_every=100",
+            "train.eval_every=250",
+            "data.curriculum_interval=100",
+            f"data.task={task}",
+            *TASKS[task],
+            *args.set,
+        ]
+        out = Path(args.runs) / f"{args.tag}-{task}-{model}"
+        if args.eval_only and not (out / "results.json").is_file():
+            continue
+        command = f"aot train icl --model {model} --out {out} --resume " + " ".join(f"--set {s}" for s in sets)
+        if not (out / "results.json").is_file():
+            run = build_run_config("cpu-quick", sets=sets, model_preset=model)
+            print(f"== {time.strftime('%H:%M:%S')} {args.tag} {task} {model}", flush=True)
+            train_icl(run, out, "cpu", seed=0, resume=find_checkpoint(out) is not None)
+        result = json.loads((out / "results.json").read_text())
+        store["runs"][f"{args.tag}/{task}/{model}"] = {
+            "command": command,
+            "model": result["model"],
+            "train": {k: result["train"][k] for k in ("steps", "prompts", "train_seconds", "final_train_loss")},
+            "eval": {k: v for k, v in result["eval"].items() if k != "error_by_k"},
+        }
+        store_path.write_text(json.dumps(store, indent=2) + "\n")
+        run_dirs.append(out)
+        labels.append(model)
+    if not run_dirs:
+        return
+    print(f"== {time.strftime('%H:%M:%S')} evaluating {task}", flush=True)
+    curves = evaluate_runs(run_dirs, n_prompts=args.prompts, labels=labels)
+    curves["command"] = f"aot eval icl {' '.join(str(d) for d in run_dirs)} --labels {','.join(labels)}"
+    (HERE / f"{args.tag}-{task}.json").write_text(json.dumps(curves, indent=2) + "\n")
+    plot_curves(curves, HERE / f"{args.tag}-{task}.png")
 
 
 def write_table(folder: Path) -> None:
