@@ -60,9 +60,11 @@ def lasso(xs: torch.Tensor, ys: torch.Tensor, alpha: float = 0.01) -> torch.Tens
         from sklearn.linear_model import Lasso
     except ImportError:
         raise AotError("the lasso baseline needs scikit-learn; install it with `pip install 'aot[icl]'`") from None
+    from tqdm.auto import tqdm
+
     X, Y = xs.double().numpy(), ys.double().numpy()
     preds = torch.zeros_like(ys, dtype=torch.float64)
-    for b in range(X.shape[0]):
+    for b in tqdm(range(X.shape[0]), desc="lasso", unit="prompt", leave=False, disable=X.shape[0] < 100):
         for i in range(1, X.shape[1]):
             model = Lasso(alpha=alpha, fit_intercept=False, max_iter=10_000).fit(X[b, :i], Y[b, :i])
             preds[b, i] = float(model.predict(X[b, i : i + 1])[0])
