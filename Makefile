@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt
-	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf]'
+	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,mamba,icl]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (editable)

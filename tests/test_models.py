@@ -12,6 +12,14 @@ from aot.nn.blocks import make_block
 from aot.nn.cache import Cache
 from aot.nn.feedforward import swiglu_hidden
 
+try:
+    import mambapy  # noqa: F401
+
+    HAS_MAMBAPY = True
+except ImportError:
+    HAS_MAMBAPY = False
+needs_mambapy = pytest.mark.skipif(not HAS_MAMBAPY, reason="mambapy (aot[mamba]) is not installed")
+
 
 def tiny(block: str, task: str = "lm", **kw) -> ModelConfig:
     base = dict(
@@ -37,6 +45,10 @@ CAUSAL_CASES = [
     for block in ["aot-mssa", "aot-mhsa", "transformer", "crate", "llama"]
     for task in ["lm", "icl"]
     for position in ["learned", "rope"]
+] + [
+    pytest.param(block, task, "learned", marks=needs_mambapy if block == "mamba" else ())
+    for block in ["linear-attn", "mamba"]
+    for task in ["lm", "icl"]
 ]
 
 
@@ -72,7 +84,7 @@ def test_image_model_is_not_causal():
 def closed_form_block_params(cfg: ModelConfig) -> int:
     """Parameters of one block, written out from the architecture (docs/paper.md §2, §6)."""
     d, K, p = cfg.n_embd, cfg.n_head, cfg.p
-    ln = 2 * d if cfg.norm == "layernorm" else d if cfg.norm == "rmsnorm" else 0
+    ln = (2 * d if cfg.bias else d) if cfg.norm == "layernorm" else d if cfg.norm == "rmsnorm" else 0
     mssa = d * K * p + (0 if cfg.tied_output else K * p * d + d)  # U, and a learned W_O with bias
     mhsa = 4 * d * d + (4 * d if cfg.bias else 0)
     eta = {"none": 0, "scalar": 1, "channel": d}[cfg.residual_scale]
@@ -87,6 +99,20 @@ def closed_form_block_params(cfg: ModelConfig) -> int:
         return 2 * ln + mssa + d * d + eta
     if cfg.block == "llama":
         return 2 * ln + 4 * d * d + 3 * d * swiglu_hidden(d, cfg.mlp_ratio) + eta
+    if cfg.block == "linear-attn":  # W_Q, W_K, W_V, W_O as in MHSA; φ has no parameters
+        return ln + mhsa + eta
+    if cfg.block == "mamba":  # Mamba (Gu & Dao 2023), E = expand·d, R = ⌈d/16⌉, N = d_state, no projection biases
+        E, R, N, w = cfg.mamba_expand * d, -(-d // 16), cfg.mamba_d_state, cfg.mamba_d_conv
+        in_proj, conv, x_proj, dt_proj, A, D, out_proj = (
+            d * 2 * E,
+            E * w + E,
+            E * (R + 2 * N),
+            R * E + E,
+            E * N,
+            E,
+            E * d,
+        )
+        return ln + in_proj + conv + x_proj + dt_proj + A + D + out_proj + eta
     raise AssertionError(cfg.block)
 
 
@@ -102,6 +128,12 @@ def closed_form_block_params(cfg: ModelConfig) -> int:
         dict(block="transformer"),
         dict(block="crate", tied_output=False),
         dict(block="llama", bias=False),
+        dict(block="linear-attn"),
+        dict(block="linear-attn", bias=False, residual_scale="scalar"),
+        pytest.param(dict(block="mamba"), marks=needs_mambapy),
+        pytest.param(
+            dict(block="mamba", mamba_d_state=8, mamba_expand=3, mamba_d_conv=3, n_embd=40), marks=needs_mambapy
+        ),
     ],
     ids=str,
 )
@@ -136,6 +168,8 @@ def _tiny_input(model: AotModel):
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_builds_runs_forward_and_backward(name):
+    if PRESETS[name].fields["block"] == "mamba":
+        pytest.importorskip("mambapy")
     torch.manual_seed(0)
     model = build_model(preset_config(name))
     inputs = _tiny_input(model)
@@ -159,6 +193,8 @@ def test_every_preset_builds_runs_forward_and_backward(name):
         (dict(block="lstm"), "block='lstm' is not one of"),
         (dict(activation="relu"), "activation='relu' is not one of gelu, gelu_tanh"),
         (dict(causal="yes"), "causal='yes' must be true or false"),
+        (dict(block="linear-attn", position="rope"), "block='linear-attn' has none"),
+        (dict(block="mamba", task="image"), "block='mamba' is causal only"),
         (dict(n_layer=0), "n_layer=0 must be a positive integer"),
         (dict(block="aot-mhsa", head_dim=8), "needs n_head*head_dim == n_embd"),
         (dict(task="image", image_size=30, patch_size=4), "image_size=30 is not divisible by patch_size=4"),

@@ -110,7 +110,8 @@ class ModelConfig:
 
     Backbone fields (shared by every task):
         block: a registered block (:func:`block_types`): ``aot-mssa``, ``aot-mhsa``, ``transformer`` (GPT-2 /
-            ViT), ``crate``, ``llama``, and any block registered with ``aot.nn.blocks.register_block``.
+            ViT), ``crate``, ``llama``, ``linear-attn`` (causal linear attention), ``mamba`` (Mamba's S6, needs
+            ``aot[mamba]``), and any block registered with ``aot.nn.blocks.register_block``.
         n_layer, n_embd (d), n_head (K, the number of subspaces / heads).
         head_dim: p, the dimension of each head's subspace; default ``n_embd // n_head``.
         tied_output: MSSA only. True lifts each head back with its own basis (W_O = [U_1 ... U_K], the
@@ -126,6 +127,8 @@ class ModelConfig:
         activation: the ``transformer`` block's MLP nonlinearity: ``gelu`` (exact, erf; ViT) or ``gelu_tanh``
             (the tanh approximation GPT-2 uses; HF's ``gelu_new``). The ``gpt2-*`` presets set ``gelu_tanh``.
         ista_step, ista_lambda: eta and lambda of CRATE's ISTA step (0.1 and 0.1 in the CRATE code).
+        linear_attn_normalize: ``linear-attn`` divides by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not.
+        mamba_d_state, mamba_expand, mamba_d_conv: Mamba's state size N, expansion E/d and conv width.
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
             ``None`` picks ``rope`` for llama and ``learned`` otherwise.
         bias: biases in linear layers and LayerNorm (GPT-2 style). The MSSA projection U never has one.
@@ -160,6 +163,10 @@ class ModelConfig:
     activation: str = "gelu"
     ista_step: float = 0.1
     ista_lambda: float = 0.1
+    linear_attn_normalize: bool = True
+    mamba_d_state: int = 16
+    mamba_expand: int = 2
+    mamba_d_conv: int = 4
     position: str | None = None
     rope_theta: float = 10000.0
     bias: bool = True
@@ -229,6 +236,9 @@ class ModelConfig:
             "num_classes",
             "n_dims",
             "n_points",
+            "mamba_d_state",
+            "mamba_expand",
+            "mamba_d_conv",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -244,6 +254,19 @@ class ModelConfig:
             raise ConfigError(
                 f"block={self.block!r} needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim} != "
                 f"{self.n_embd}; leave head_dim unset"
+            )
+        if self.block in ("linear-attn", "mamba") and not self.causal:
+            raise ConfigError(
+                f"block={self.block!r} is causal only (a left-to-right recurrence); use it for task='lm' or 'icl'"
+            )
+        if self.block in ("linear-attn", "mamba") and self.position == "rope":
+            raise ConfigError(
+                f"position='rope' rotates attention scores; block={self.block!r} has none, use position='learned'"
+            )
+        if self.block == "linear-attn" and self.n_head * self.head_dim != self.n_embd:
+            raise ConfigError(
+                f"block='linear-attn' needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim}; "
+                "leave head_dim unset"
             )
         if self.position == "rope" and self.head_dim % 2:
             raise ConfigError(f"position='rope' needs an even head_dim, got head_dim={self.head_dim}")

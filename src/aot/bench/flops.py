@@ -36,7 +36,11 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from aot.config import ModelConfig
+from aot.errors import AotError
 from aot.nn.feedforward import swiglu_hidden
+
+#: blocks whose token mixer is a recurrence (no T×T attention): not covered by the table above
+RECURRENT_BLOCKS = ("linear-attn", "mamba")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,8 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> FlopsPerToken:
     Counts the backbone and, for ``task='lm'``, the LM head (2·d·V); the small heads of the image and
     in-context models (patch embedding, read-in/out: < 1 % of the work) are left out.
     """
+    if cfg.block in RECURRENT_BLOCKS:
+        raise AotError(f"analytic FLOPs are not implemented for block={cfg.block!r}; measure them with `measure_flops`")
     head = 2 * cfg.n_embd * cfg.vocab_size if cfg.task == "lm" else 0
     mean_causal_keys = (seq_len + 1) / 2 if cfg.causal else seq_len  # mean over queries of the keys ≤ it
     return FlopsPerToken(

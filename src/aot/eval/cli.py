@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-EVAL_TASK_MODULES: list[str] = ["aot.eval.zeroshot_cli"]
+EVAL_TASK_MODULES: list[str] = ["aot.eval.zeroshot_cli", "aot.eval.icl_cli"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -15,7 +15,7 @@ from aot.nn.hooks import HookPoint
 from aot.nn.norms import make_norm
 
 # residual output projections get std / sqrt(2 L) (GPT-2 / nanoGPT); an MSSA with a tied output has none
-_RESIDUAL_OUTPUTS = ("attn.out_proj.weight", "mlp.down_proj.weight")
+_RESIDUAL_OUTPUTS = ("attn.out_proj.weight", "mlp.down_proj.weight", "attn.ssm.out_proj.weight")
 
 
 class Backbone(nn.Module):
@@ -41,9 +41,12 @@ class Backbone(nn.Module):
 
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
     """Normal(0, init_std) for every linear and embedding weight, zeros for biases, init_std / sqrt(2 L) for
-    residual output projections (GPT-2 / nanoGPT), CRATE's kaiming-uniform for its dictionary. Norms stay 1."""
+    residual output projections (GPT-2 / nanoGPT), CRATE's kaiming-uniform for its dictionary. Norms stay 1.
+    A module marked ``keep_init`` (Mamba's Δ projection) keeps the initialisation its constructor gave it."""
     residual_std = cfg.init_std / math.sqrt(2 * cfg.n_layer)
     for module in model.modules():
+        if getattr(module, "keep_init", False):
+            continue
         if isinstance(module, (nn.Linear, nn.Embedding, nn.Conv2d)):
             nn.init.normal_(module.weight, std=cfg.init_std)
             bias = getattr(module, "bias", None)

@@ -49,10 +49,15 @@ class AotModel(HookedModule):
         return Cache.for_layers(self.cfg.n_layer)
 
     def no_weight_decay(self) -> set[str]:
-        """Parameter names kept out of weight decay: biases, norms, embeddings of positions, η."""
+        """Parameter names kept out of weight decay: biases, norms, embeddings of positions, η, and parameters
+        marked ``_no_weight_decay`` (Mamba's A_log and D, as mambapy marks them)."""
         names = set()
         for name, param in self.named_parameters():
-            if param.ndim < 2 or name.startswith(("pos_embed", "cls_token")):
+            if (
+                param.ndim < 2
+                or name.startswith(("pos_embed", "cls_token"))
+                or getattr(param, "_no_weight_decay", False)
+            ):
                 names.add(name)
         return names
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from aot.errors import AotError
 from aot.models.factory import build_model
 from aot.models.presets import PRESETS, get_preset
 
@@ -32,8 +33,14 @@ def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
         cfg = preset.config()
         if task and cfg.task != task:
             continue
-        with torch.device("meta"):
-            model = build_model(cfg)
+        params: int | None = None
+        non_embedding: int | None = None
+        try:
+            with torch.device("meta"):
+                model = build_model(cfg)
+            params, non_embedding = model.num_params(), model.num_params(non_embedding=True)
+        except AotError:  # an optional block whose package is not installed (mamba without mambapy): no counts
+            pass
         rows.append(
             dict(
                 name=name,
@@ -43,8 +50,8 @@ def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
                 n_embd=cfg.n_embd,
                 n_head=cfg.n_head,
                 tied_output=cfg.tied_output if "mssa" in cfg.block else None,
-                params=model.num_params(),
-                non_embedding=model.num_params(non_embedding=True),
+                params=params,
+                non_embedding=non_embedding,
                 paper_params=preset.paper_params,
                 note=preset.note,
             )
@@ -71,6 +78,12 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         block = str(r["block"]) + (" (tied)" if r["tied_output"] else "")
+        if r["params"] is None:
+            lines.append(
+                f"| {r['name']} | {r['task']} | {block} | {r['n_layer']} | {r['n_embd']} | {r['n_head']} | "
+                f"needs aot[mamba] | — | {r['paper_params'] or '—'} | {r['note']} |"
+            )
+            continue
         lines.append(
             f"| {r['name']} | {r['task']} | {block} | {r['n_layer']} | {r['n_embd']} | {r['n_head']} | "
             f"{r['params'] / 1e6:.2f}M | {r['non_embedding'] / 1e6:.2f}M | {r['paper_params'] or '—'} | {r['note']} |"

@@ -45,6 +45,7 @@ _FASHION = dict(task="image", image_size=28, patch_size=7, in_chans=1, num_class
 # layer and a learned step size eta per channel starting at 0.1; without the norm they stay near chance
 _AOT_V_CPU = dict(norm="layernorm", residual_scale="channel", residual_scale_init=0.1)
 _ICL = dict(task="icl", n_dims=20, n_points=41)
+_ICL_CPU = dict(task="icl", n_dims=10, n_points=21)
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -141,6 +142,41 @@ PRESETS: dict[str, Preset] = {
             "aot-mssa-icl",
             dict(block="aot-mssa", n_layer=72, n_embd=256, n_head=8, tied_output=False, **_ICL),
             "AoT-MSSA (learned W_O) at GPT-2's parameter count, 72 layers",
+        ),
+        Preset(
+            "linear-attn-icl",
+            dict(block="linear-attn", n_layer=36, n_embd=256, n_head=8, **_ICL),
+            "causal linear attention (elu+1) at GPT-2's parameter count, 36 layers",
+        ),
+        Preset(
+            "mamba-icl",
+            dict(block="mamba", n_layer=22, n_embd=256, n_head=8, **_ICL),
+            "Mamba (S6, needs aot[mamba]) at GPT-2's parameter count, 22 layers",
+        ),
+        # -- in-context regression, CPU scale (width 128, ~0.4M parameters each, x in R^10, 21 points) --------
+        Preset(
+            "gpt2-icl-cpu", dict(block="transformer", n_layer=2, n_embd=128, n_head=4, **_ICL_CPU), "GPT-2, 2 layers"
+        ),
+        Preset(
+            "llama-icl-cpu",
+            dict(block="llama", n_layer=2, n_embd=128, n_head=4, bias=False, **_ICL_CPU),
+            "Llama block, 2 layers",
+        ),
+        Preset("aot-mhsa-icl-cpu", dict(block="aot-mhsa", n_layer=6, n_embd=128, n_head=4, **_ICL_CPU), "AoT-MHSA, 6"),
+        Preset(
+            "aot-mssa-icl-cpu",
+            dict(block="aot-mssa", n_layer=12, n_embd=128, n_head=4, tied_output=False, **_ICL_CPU),
+            "AoT-MSSA with learned W_O, 12 layers",
+        ),
+        Preset(
+            "linear-attn-icl-cpu",
+            dict(block="linear-attn", n_layer=6, n_embd=128, n_head=4, **_ICL_CPU),
+            "causal linear attention, 6 layers",
+        ),
+        Preset(
+            "mamba-icl-cpu",
+            dict(block="mamba", n_layer=3, n_embd=128, n_head=4, **_ICL_CPU),
+            "Mamba, 3 layers (12 % fewer parameters: 4 would be 17 % more)",
         ),
     ]
 }

@@ -7,6 +7,12 @@
 | transformer  | MHSA                 | x + GELU MLP(LN(x)) [1]  | pre-LN      |
 | crate        | MSSA                 | ISTA(LN(x)) (no skip)    | pre-LN      |
 | llama        | MHSA with RoPE       | x + SwiGLU(RMSNorm(x))   | RMSNorm     |
+| linear-attn  | causal linear attn.  | nothing                  | pre-LN      |
+| mamba        | Mamba's S6 mixer     | nothing                  | pre-LN      |
+
+``linear-attn`` (Katharopoulos et al. 2020) and ``mamba`` (Gu & Dao 2023, through ``mambapy``) replace the
+attention of the AoT layer and are wrapped the same way, ``x + η · mixer(norm(x))``; their cache is a
+fixed-size recurrent state.
 
 [1] exact GELU, or GPT-2's tanh approximation (``activation``).
 
@@ -26,6 +32,8 @@ from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttent
 from aot.nn.cache import LayerCache
 from aot.nn.feedforward import ISTA, GeluMLP, SwiGLU
 from aot.nn.hooks import HookPoint
+from aot.nn.linear_attention import LinearSelfAttention
+from aot.nn.mamba import MambaMixer
 from aot.nn.norms import make_norm
 
 BLOCK_REGISTRY: dict[str, Callable[[ModelConfig], nn.Module]] = {}
@@ -60,6 +68,11 @@ class ResidualScale(nn.Module):
 
 
 def _attention(cfg: ModelConfig) -> nn.Module:
+    """The token mixer of a block: MSSA, MHSA, causal linear attention or Mamba's S6."""
+    if cfg.block == "linear-attn":
+        return LinearSelfAttention(cfg)
+    if cfg.block == "mamba":
+        return MambaMixer(cfg)
     subspace = cfg.block in ("aot-mssa", "crate")
     return MultiHeadSubspaceSelfAttention(cfg) if subspace else MultiHeadSelfAttention(cfg)
 
@@ -85,8 +98,10 @@ class _Block(nn.Module):
 
 @register_block("aot-mssa")
 @register_block("aot-mhsa")
+@register_block("linear-attn")
+@register_block("mamba")
 class AttentionOnlyBlock(_Block):
-    """The AoT layer: ``x + η · attn(norm(x))`` and nothing else."""
+    """The AoT layer: ``x + η · attn(norm(x))`` and nothing else (``attn``: the block's token mixer)."""
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         return self.hook_resid_post(self.attention_step(x, cache))

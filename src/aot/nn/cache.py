@@ -8,6 +8,9 @@ doubling when full, so a decoding step copies only its own new entries (appendin
 copy the whole prefix at every step: O(T²) bytes over a generation). The attention reads a view of the
 filled part. When the new entries need gradients (a cache used under autograd) the cache concatenates
 instead, since in-place writes into a buffer that an earlier step's graph still reads would be wrong.
+
+Recurrent blocks (``linear-attn``, ``mamba``) cache no tokens but a fixed-size state that each call replaces
+(:meth:`LayerCache.set_state`): their cache does not grow with the sequence.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class LayerCache:
 
     def __init__(self, min_capacity: int = MIN_CAPACITY) -> None:
         self._buffers: tuple[torch.Tensor, ...] = ()
+        self._state: tuple[torch.Tensor, ...] = ()
         self._length = 0
         self.min_capacity = min_capacity
 
@@ -66,9 +70,19 @@ class LayerCache:
         self._buffers = tuple(buffer.index_select(0, index.to(buffer.device)) for buffer in self._buffers)
 
     @property
+    def state(self) -> tuple[torch.Tensor, ...]:
+        """The recurrent state of a recurrent block (empty before its first call and for attention blocks)."""
+        return self._state
+
+    def set_state(self, *state: torch.Tensor, n_new: int) -> None:
+        """A recurrent block's new state after ``n_new`` more tokens (replaces the old one: fixed size)."""
+        self._state = state
+        self._length += n_new
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the cached entries (the buffers may hold up to twice as many slots)."""
-        return sum(t.numel() * t.element_size() for t in self.tensors)
+        """Bytes of the cached entries (the buffers may hold up to twice as many slots) or recurrent state."""
+        return sum(t.numel() * t.element_size() for t in (*self.tensors, *self._state))
 
 
 class Cache(list[LayerCache]):

@@ -9,6 +9,7 @@ import importlib
 TRAIN_TASK_MODULES = [
     "aot.train.lm_task",
     "aot.train.vision_task",
+    "aot.train.icl_task",
 ]
 
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from aot.bench.flops import flops_per_token
+from aot.bench.flops import RECURRENT_BLOCKS, flops_per_token
 from aot.config import Limit, at_least, within
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
@@ -199,7 +199,9 @@ def train_lm(
         evaluate=periodic_eval,
         fingerprint=fingerprint,
         model_config=model_cfg.to_dict(),
-        flops_per_sample=block * flops_per_token(model_cfg, block).training_causal(),  # useful FLOPs: MFU <= 1
+        flops_per_sample=None
+        if model_cfg.block in RECURRENT_BLOCKS
+        else block * flops_per_token(model_cfg, block).training_causal(),  # useful FLOPs: MFU <= 1
     )
     wall_start = time.perf_counter()
     result = trainer.fit(resume=resume, force=force)

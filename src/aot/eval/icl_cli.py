@@ -1,0 +1,171 @@
+"""`aot eval icl RUN_DIR...`: the figure of Garg et al. — normalised squared error against the number of
+in-context examples, for every trained run and every classical baseline, with bootstrap 5–95 % bands.
+
+All runs must share the task and d (they are evaluated on the same held-out prompts, drawn from the first run's
+data config, optionally out of distribution). Writes ``results.json`` (every curve, band and the error at
+k = d/2, d, 2d) and ``icl.png`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from aot.data.icl import X_DISTRIBUTIONS, ICLDataConfig, eval_prompts
+from aot.errors import AotError
+from aot.eval.icl import BASELINES, baselines_for, bootstrap_band, model_predictions, squared_errors
+from aot.runinfo import machine_info
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], Any]:
+    """A run folder of `aot train icl`: its results.json and its trained model."""
+    from aot.models import AotModel
+    from aot.train.checkpoint import find_checkpoint
+
+    results_path, checkpoint = run_dir / "results.json", find_checkpoint(run_dir)
+    if not results_path.is_file() or checkpoint is None:
+        raise AotError(f"{str(run_dir)!r} is not a finished `aot train icl` run (no results.json or checkpoint/)")
+    results = json.loads(results_path.read_text())
+    if results.get("task") != "icl":
+        raise AotError(f"{str(run_dir)!r} is a {results.get('task')!r} run, not an in-context regression run")
+    return results, AotModel.from_pretrained(checkpoint)
+
+
+def evaluate_runs(
+    run_dirs: list[Path],
+    n_prompts: int = 1000,
+    x_distribution: str = "gaussian",
+    x_scale: float = 2.0,
+    baselines: list[str] | None = None,
+    n_boot: int = 1000,
+    labels: list[str] | None = None,
+) -> dict[str, Any]:
+    """Curves of every run and baseline on one held-out set. Returns the content of results.json."""
+    runs = [load_run(Path(d)) for d in run_dirs]
+    data_cfg = ICLDataConfig(**runs[0][0]["config"]["data"])
+    for (results, _), path in zip(runs, run_dirs):
+        other = results["config"]["data"]
+        if (other["task"], other["n_dims"]) != (data_cfg.task, data_cfg.n_dims):
+            raise AotError(
+                f"{str(path)!r} was trained on {other['task']} regression in d={other['n_dims']}, the first run on "
+                f"{data_cfg.task} in d={data_cfg.n_dims}; evaluate runs of one task and d together"
+            )
+    prompts = eval_prompts(data_cfg, n_prompts, x_distribution=x_distribution, x_scale=x_scale)
+    curves: dict[str, dict[str, Any]] = {}
+    names = labels or [Path(d).name for d in run_dirs]
+    for name, (results, model), path in zip(names, runs, run_dirs):
+        preds = model_predictions(model, prompts.xs, prompts.ys)
+        band = bootstrap_band(squared_errors(preds, prompts.ys, prompts.error_scale), n_boot)
+        curves[name] = {"kind": "model", "run": str(path), "model": results["model"], "train": _train_info(results)}
+        curves[name].update(band)
+    for name in baselines if baselines is not None else baselines_for(data_cfg.task):
+        if name not in BASELINES:
+            raise AotError(f"unknown baseline {name!r}; use {', '.join(BASELINES)}")
+        preds = BASELINES[name](prompts.xs, prompts.ys)
+        curves[name] = {"kind": "baseline", **bootstrap_band(squared_errors(preds, prompts.ys, prompts.error_scale))}
+    d = data_cfg.n_dims
+    for curve in curves.values():
+        curve["at"] = {
+            k: curve["mean"][i] for k, i in (("k=d/2", d // 2), ("k=d", d), ("k=2d", 2 * d)) if i < len(curve["mean"])
+        }
+    return {
+        "task": "icl-eval",
+        "machine": machine_info(),
+        "data": vars(data_cfg),
+        "x_distribution": x_distribution,
+        "x_scale": x_scale if x_distribution == "scaled" else None,
+        "n_prompts": n_prompts,
+        "error": "mean over prompts of (prediction - y)^2 / E[(w.x)^2] (d for linear / noisy, k for sparse)",
+        "band": "5-95 % bootstrap quantiles of that mean (prompts resampled)",
+        "curves": curves,
+    }
+
+
+def _train_info(results: dict[str, Any]) -> dict[str, Any]:
+    train = results["train"]
+    return {k: train[k] for k in ("steps", "prompts", "train_seconds") if k in train}
+
+
+def plot_curves(results: dict[str, Any], path: Path) -> Path:
+    """One figure: every model and baseline, error against in-context examples, bootstrap bands shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, curve in results["curves"].items():
+        ks = list(range(len(curve["mean"])))
+        style = "-" if curve["kind"] == "model" else "--"
+        (line,) = ax.plot(ks, curve["mean"], style, label=name, lw=1.5 if curve["kind"] == "model" else 1)
+        ax.fill_between(ks, curve["low"], curve["high"], color=line.get_color(), alpha=0.15)
+    d = results["data"]["n_dims"]
+    ax.axvline(d, color="gray", lw=0.8, ls=":")
+    ax.set_xlabel("in-context examples k")
+    ax.set_ylabel("squared error / d" if results["data"]["task"] != "sparse" else "squared error / k (non-zeros)")
+    ax.set_ylim(0, 1.6)
+    where = results["x_distribution"] + (f" x{results['x_scale']}" if results["x_scale"] else "")
+    ax.set_title(f"{results['data']['task']} regression, d = {d}, x {where}")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    lines = [f"{'curve':<28} {'k=d/2':>8} {'k=d':>8} {'k=2d':>8}"]
+    for name, curve in results["curves"].items():
+        at = curve["at"]
+        lines.append(
+            f"{name[:28]:<28} " + " ".join(f"{at.get(k, float('nan')):>8.3f}" for k in ("k=d/2", "k=d", "k=2d"))
+        )
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "icl",
+        help="in-context regression curves of trained runs beside least squares, averaging, 3-NN, Lasso",
+        description=textwrap.fill(
+            "Evaluate runs of `aot train icl` on one set of held-out prompts: the squared error of the prediction "
+            "at each number k of in-context examples, divided by E[(w.x)^2] (d; k non-zeros for sparse), with "
+            "bootstrap 5-95 % bands, beside the classical baselines (least squares, averaging, 3-nearest "
+            "neighbours, Lasso for sparse tasks, zero). Out-of-distribution prompts: --x scaled|skewed|orthant. "
+            "Writes results.json and icl.png into --out.",
+            width=100,
+        ),
+        epilog="Examples:\n"
+        "  aot eval icl runs/icl                              # one run against the baselines\n"
+        "  aot eval icl runs/icl/mhsa runs/icl/gpt2 --out runs/icl/compare\n"
+        "  aot eval icl runs/icl/mhsa --x scaled --x-scale 3  # prompts with x scaled by 3",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by `aot train icl`")
+    parser.add_argument("--out", default="runs/icl-eval", help="folder for results.json and icl.png")
+    parser.add_argument("--prompts", type=int, default=1000, help="held-out prompts (default: 1000)")
+    parser.add_argument("--x", default="gaussian", help=f"distribution of x: {', '.join(X_DISTRIBUTIONS)}")
+    parser.add_argument("--x-scale", type=float, default=2.0, help="the factor of --x scaled (default: 2)")
+    parser.add_argument("--baselines", help=f"comma-separated subset of: {', '.join(BASELINES)}")
+    parser.add_argument("--labels", help="comma-separated names of the runs in the figure (default: folder names)")
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    labels = args.labels.split(",") if args.labels else None
+    if labels is not None and len(labels) != len(args.runs):
+        raise AotError(f"--labels has {len(labels)} names for {len(args.runs)} runs; give one per run")
+    baselines = args.baselines.split(",") if args.baselines else None
+    results = evaluate_runs(
+        [Path(r) for r in args.runs], args.prompts, args.x, args.x_scale, baselines=baselines, labels=labels
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    plot_curves(results, out / "icl.png")
+    print(summary_table(results))
+    print(f"Wrote {out / 'results.json'} and {out / 'icl.png'}")
+    return 0
