@@ -167,9 +167,9 @@ def test_a_short_training_run_on_d2_beats_the_averaging_baseline(tmp_path, capsy
 
 def test_bad_input_is_one_line(tmp_path, capsys):
     model = build_model(ModelConfig(block="aot-mssa", task="icl", n_layer=1, n_embd=16, n_head=4, n_dims=3, n_points=4))
-    with pytest.raises(AotError, match=r"5 points in 3 dims does not fit n_points=4"):
+    with pytest.raises(AotError, match=r"5 points in 3 dims does not fit this model \(n_dims=3, 1\.\.4 points\)"):
         model(torch.randn(1, 5, 3), torch.randn(1, 5))
-    with pytest.raises(AotError, match=r"2 points in 4 dims does not fit .* n_dims=3"):
+    with pytest.raises(AotError, match=r"2 points in 4 dims does not fit this model \(n_dims=3"):
         model(torch.randn(1, 2, 4), torch.randn(1, 2))
     with pytest.raises(ConfigError, match=r"unknown ICL task 'quadratic'; use one of linear, sparse, noisy"):
         ICLDataConfig(task="quadratic")

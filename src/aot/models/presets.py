@@ -155,7 +155,9 @@ PRESETS: dict[str, Preset] = {
         ),
         # -- in-context regression, CPU scale (width 128, ~0.4M parameters each, x in R^10, 21 points) --------
         Preset(
-            "gpt2-icl-cpu", dict(block="transformer", n_layer=2, n_embd=128, n_head=4, **_ICL_CPU), "GPT-2, 2 layers"
+            "gpt2-icl-cpu",
+            dict(block="transformer", n_layer=2, n_embd=128, n_head=4, **_GPT2, **_ICL_CPU),
+            "GPT-2, 2 layers",
         ),
         Preset(
             "llama-icl-cpu",
