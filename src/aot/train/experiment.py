@@ -37,8 +37,21 @@ class TaskRun:
     """
 
     task: ClassVar[str] = ""
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}  # the task's named training presets
     model: dict[str, Any]
     train: TrainConfig
+
+    @classmethod
+    def build(
+        cls: type[R],
+        preset: str,
+        config_file: str | None = None,
+        flags: dict[str, Any] | None = None,
+        sets: list[str] | None = None,
+        model_preset: str | None = None,
+    ) -> R:
+        """Preset < config file < flags < ``--set`` assignments, validated (:func:`build_run_config`)."""
+        return build_run_config(cls, cls.presets, preset, config_file, flags, sets, model_preset)
 
     @classmethod
     def sections(cls) -> tuple[str, ...]:

@@ -90,19 +90,13 @@ class ICLRun(TaskRun):
     """The config of ``aot train icl``: sections model, train, data and eval."""
 
     task: ClassVar[str] = "icl"
+    presets: ClassVar[dict[str, dict[str, Any]]] = ICL_PRESETS
     data: ICLDataConfig
     eval: ICLEvalConfig
 
 
-def build_run_config(
-    preset: str,
-    config_file: str | None = None,
-    flags: dict[str, Any] | None = None,
-    sets: list[str] | None = None,
-    model_preset: str | None = None,
-) -> ICLRun:
-    """Preset < config file < flags < ``--set`` assignments (see :func:`aot.train.experiment.build_run_config`)."""
-    return experiment.build_run_config(ICLRun, ICL_PRESETS, preset, config_file, flags, sets, model_preset)
+# preset < config file < flags < --set assignments, validated (see aot.train.experiment.build_run_config)
+build_run_config = ICLRun.build
 
 
 def icl_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:

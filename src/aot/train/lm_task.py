@@ -108,19 +108,13 @@ class LMRun(TaskRun):
     """The config of ``aot train lm``: sections model, train, data and eval."""
 
     task: ClassVar[str] = "lm"
+    presets: ClassVar[dict[str, dict[str, Any]]] = LM_PRESETS
     data: LMDataConfig
     eval: LMEvalConfig
 
 
-def build_run_config(
-    preset: str,
-    config_file: str | None = None,
-    flags: dict[str, Any] | None = None,
-    sets: list[str] | None = None,
-    model_preset: str | None = None,
-) -> LMRun:
-    """Preset < config file < flags < ``--set`` assignments (see :func:`aot.train.experiment.build_run_config`)."""
-    return experiment.build_run_config(LMRun, LM_PRESETS, preset, config_file, flags, sets, model_preset)
+# preset < config file < flags < --set assignments, validated (see aot.train.experiment.build_run_config)
+build_run_config = LMRun.build
 
 
 # -- running ----------------------------------------------------------------------------------------------

@@ -132,21 +132,15 @@ class VisionRun(TaskRun):
     """The config of ``aot train vision``: sections model, train, data, loss, eval and finetune."""
 
     task: ClassVar[str] = "image"
+    presets: ClassVar[dict[str, dict[str, Any]]] = VISION_PRESETS
     data: VisionDataConfig
     loss: VisionLossConfig
     eval: VisionEvalConfig
     finetune: VisionFinetuneConfig
 
 
-def build_run_config(
-    preset: str,
-    config_file: str | None = None,
-    flags: dict[str, Any] | None = None,
-    sets: list[str] | None = None,
-    model_preset: str | None = None,
-) -> VisionRun:
-    """Preset < config file < flags < ``--set`` (see :func:`aot.train.experiment.build_run_config`)."""
-    return experiment.build_run_config(VisionRun, VISION_PRESETS, preset, config_file, flags, sets, model_preset)
+# preset < config file < flags < --set assignments, validated (see aot.train.experiment.build_run_config)
+build_run_config = VisionRun.build
 
 
 # -- running ----------------------------------------------------------------------------------------------
