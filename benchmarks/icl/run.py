@@ -14,14 +14,12 @@ benchmarks/icl/<tag>-<task>.json and .png, and table.md is rewritten. results.js
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from aot.bench.lock import cpu_lock
 from aot.eval.icl_cli import evaluate_runs, plot_curves
 from aot.runinfo import machine_info
 from aot.train.icl_task import build_run_config, train_icl
@@ -125,19 +123,6 @@ def write_table(folder: Path) -> None:
             lines.append(f"| {name} | {params} | {steps} | {seconds} | {cells} |")
         lines.append("")
     (folder / "table.md").write_text("\n".join(lines))
-
-
-@contextlib.contextmanager
-def cpu_lock(path: str | None) -> Iterator[None]:
-    if path is None:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,12 @@ benchmarks/lm/results.json (keyed by tag / tokenizer / model / overrides) and be
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
+from aot.bench.lock import cpu_lock
 from aot.runinfo import machine_info
 from aot.train.lm_task import build_run_config, train_lm
 
@@ -63,20 +61,6 @@ def main(argv: list[str] | None = None) -> int:
             (HERE / "table.md").write_text(markdown(store))
             print(json.dumps(row), flush=True)
     return 0
-
-
-@contextlib.contextmanager
-def cpu_lock(path: str | None) -> Iterator[None]:
-    """An exclusive flock on ``path`` for one run, so other heavy jobs interleave between runs, not within."""
-    if path is None:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def summary_row(tag: str, tokenizer: str, model: str, sets: list[str], result: dict) -> dict:

@@ -15,15 +15,13 @@ One torch thread: on this shared 2-core machine two threads ran 3-10x slower per
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import statistics
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
+from aot.bench.lock import cpu_lock
 from aot.runinfo import machine_info
 from aot.train.vision_task import build_run_config, train_vision
 
@@ -119,20 +117,6 @@ def store_row(row: dict) -> None:
     store["machine"] = machine_info()
     path.write_text(json.dumps(store, indent=2) + "\n")
     print(json.dumps(row), flush=True)
-
-
-@contextlib.contextmanager
-def cpu_lock(path: str | None) -> Iterator[None]:
-    """An exclusive flock on ``path`` for one run, so other heavy jobs interleave between runs, not within."""
-    if path is None:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def summary_row(tag: str, label: str, preset: str, sets: list[str], seed: int, result: dict) -> dict:
