@@ -88,12 +88,13 @@ def summarise_run(run_results: dict[str, Any]) -> dict[str, Any]:
         "model": run_results["model"],
         "steps": train["steps"],
         "tokens": train["tokens"],
-        "precision": run_results["config"]["train"].get("precision"),
+        "precision": train.get("precision", {}).get("precision") or run_results["config"]["train"].get("precision"),
+        "precision_reason": train.get("precision", {}).get("reason"),
         "train_seconds": train["train_seconds"],
         "train_and_eval_seconds": train["wall_seconds"],
         "tokens_per_second": train["tokens_per_second"],
         "mfu": train["mfu"],
-        "peak_flops_measured_in_run": train["peak_flops_measured"],
+        "peak_flops": train["peak_flops"],  # this machine's cached matmul peak (aot bench --refresh-peak)
         "val_nats_per_byte": val["nats_per_byte"],
         "test_nats_per_byte": test["nats_per_byte"],
         "val_bits_per_byte": val["bits_per_byte"],
@@ -169,7 +170,7 @@ def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
     lm = (
         f"On a {cpu} ({record['date'][:10]}, `make run` from a fresh clone{shared}) it trained "
         f"{run['tokens'] / 1e6:.2f} M tokens in {run['train_seconds']:.0f} s ({run['tokens_per_second']:,.0f} tok/s, "
-        f"{run['precision']}, {100 * run['mfu']:.0f} % MFU against the matmul peak measured in the run) to val "
+        f"{run['precision']}, {100 * run['mfu']:.0f} % MFU, causal FLOPs, against this machine's cached matmul peak) to val "
         f"{run['val_nats_per_byte']:.3f} / test {run['test_nats_per_byte']:.3f} nats/byte, {relation} the "
         f"bigram's {run['bigram_val_nats_per_byte']:.3f} (unigram {run['unigram_val_nats_per_byte']:.2f}; "
         "[benchmarks/main_job](benchmarks/main_job/results.md))."
