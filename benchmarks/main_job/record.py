@@ -170,7 +170,8 @@ def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
     lm = (
         f"On a {cpu} ({record['date'][:10]}, `make run` from a fresh clone{shared}) it trained "
         f"{run['tokens'] / 1e6:.2f} M tokens in {run['train_seconds']:.0f} s ({run['tokens_per_second']:,.0f} tok/s, "
-        f"{run['precision']}, {100 * run['mfu']:.0f} % MFU, causal FLOPs, against this machine's cached matmul peak) to val "
+        f"{run['precision']}, {100 * run['mfu']:.0f} % MFU, causal FLOPs, against this machine's cached matmul "
+        "peak) to val "
         f"{run['val_nats_per_byte']:.3f} / test {run['test_nats_per_byte']:.3f} nats/byte, {relation} the "
         f"bigram's {run['bigram_val_nats_per_byte']:.3f} (unigram {run['unigram_val_nats_per_byte']:.2f}; "
         "[benchmarks/main_job](benchmarks/main_job/results.md))."
