@@ -162,9 +162,12 @@ def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
         )
         + "They vary with the machine: CPUs of the same size differ in matmul throughput (this one measured "
         f"{peaks.get('fp32', 0) / 1e9:.0f} GFLOP/s in fp32 and {peaks.get('bf16', 0) / 1e9:.0f} in bf16, the AMD "
-        "EPYC of benchmarks/bench 187 in fp32), and bf16 autocast, the default of `aot train lm`, is "
-        f"{'slower' if peaks.get('bf16', 0) < peaks.get('fp32', 0) else 'faster'} than fp32 here; where it is "
-        "slower, `--precision fp32` trains faster. Other jobs on the machine slow everything."
+        "EPYC of benchmarks/bench 187 in fp32). Large bf16 products "
+        f"{'lose to' if peaks.get('bf16', 0) < peaks.get('fp32', 0) else 'beat'} fp32 here, but what counts is the "
+        "model's own shapes: `aot train lm` (`--precision auto`, the default) times one block of the model in "
+        f"both and trained in {run['precision'] if run else 'the faster'} "
+        f"({(run or {}).get('precision_reason') or 'see results.json'}). "
+        "Other jobs on the machine slow everything."
     )
     relation = "below" if run["beats_bigram"] else "not below"
     lm = (
