@@ -52,7 +52,7 @@ OUTSIDE = re.compile(
             r"(?<![\w.])/" + r"work/",
             r"\b" + "PAPER" + r"\.md",
             r"\b" + "DATA" + r"\.md",
-            r"\b" + "PRIOR_RUNS" + r"\.md",
+            r"\b" + "PRIOR" + "_RUNS" + r"\.md",
             r"\b" + "DESIGN" + r"\.md",
         ]
     )
