@@ -27,9 +27,11 @@ SPLIT_NAMES = ("val", "test", "train")
 def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
     """The trained model (``RUN_DIR/checkpoint``), in eval mode, and the run's ``results.json`` (empty while the
     run is still training)."""
+    from aot.train.checkpoint import model_folder
+
     run = Path(run_dir)
-    checkpoint = run / "checkpoint"
-    if not (checkpoint / "model.safetensors").is_file():
+    checkpoint = model_folder(run)
+    if checkpoint is None:
         raise AotError(f"{str(run)!r} has no checkpoint/model.safetensors; point to a folder written by `aot train`")
     model = AotModel.from_pretrained(checkpoint).eval()
     config: dict[str, Any] = {}

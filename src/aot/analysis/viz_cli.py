@@ -59,7 +59,9 @@ def run_attention(args: argparse.Namespace) -> int:
         raise AotError(f"{str(run_dir)!r} is a {results.get('task')!r} run; attention maps need an image classifier")
     if args.images < 1:
         raise AotError(f"--images {args.images} must be at least 1")
-    model = AotModel.from_pretrained(run_dir / "checkpoint")
+    from aot.train.checkpoint import model_folder
+
+    model = AotModel.from_pretrained(model_folder(run_dir) or run_dir / "checkpoint")
     n_layer = model.cfg.n_layer
     if not -n_layer <= args.layer < n_layer:
         raise AotError(f"--layer {args.layer} is out of range for {n_layer} layers (use 0..{n_layer - 1} or -1)")

@@ -23,9 +23,9 @@ from aot.runinfo import machine_info
 def load_run(run_dir: Path) -> tuple[dict[str, Any], Any]:
     """A run folder of `aot train icl`: its results.json and its trained model."""
     from aot.models import AotModel
-    from aot.train.checkpoint import find_checkpoint
+    from aot.train.checkpoint import model_folder
 
-    results_path, checkpoint = run_dir / "results.json", find_checkpoint(run_dir)
+    results_path, checkpoint = run_dir / "results.json", model_folder(run_dir)
     if not results_path.is_file() or checkpoint is None:
         raise AotError(f"{str(run_dir)!r} is not a finished `aot train icl` run (no results.json or checkpoint/)")
     results = json.loads(results_path.read_text())

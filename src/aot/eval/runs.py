@@ -42,10 +42,13 @@ class LMRunFolder:
 
 
 def model_folder(run_dir: Path) -> Path:
-    """The folder holding config.json + model.safetensors of a run or an export."""
-    for folder in (run_dir / "checkpoint", run_dir / ".checkpoint.old", run_dir):
-        if (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
-            return folder
+    """The folder holding config.json + model.safetensors of a run or an export
+    (:func:`aot.train.checkpoint.model_folder`)."""
+    from aot.train.checkpoint import model_folder as run_model_folder
+
+    folder = run_model_folder(run_dir)
+    if folder is not None:
+        return folder
     raise AotError(
         f"{str(run_dir)!r} holds no model (checkpoint/{WEIGHTS_NAME} + {CONFIG_NAME}); give a folder written by "
         "`aot train lm --out DIR` (after its first checkpoint) or by `aot export hf`"

@@ -66,6 +66,21 @@ def find_checkpoint(out_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
+def model_folder(run_dir: Path) -> Path | None:
+    """The folder whose ``config.json`` + ``model.safetensors`` hold a run's trained model: the newest checkpoint
+    that verifies (so a damaged latest one falls back to the previous), else ``run_dir/checkpoint`` or ``run_dir``
+    itself when it holds the two files (a ``save_pretrained`` or export folder). None when there is none (e.g. only
+    a sharded FSDP checkpoint: ``aot export safetensors`` writes one)."""
+    from aot.models.base import CONFIG_NAME, WEIGHTS_NAME
+
+    found = latest_good_checkpoint(run_dir)
+    candidates = ([found[0]] if found else []) + [run_dir / CHECKPOINT_DIR, run_dir]
+    for folder in candidates:
+        if (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
+            return folder
+    return None
+
+
 def latest_good_checkpoint(
     out_dir: Path, damaged: list[tuple[Path, str]] | None = None
 ) -> tuple[Path, dict[str, Any]] | None:

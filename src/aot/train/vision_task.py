@@ -160,10 +160,9 @@ def check_image_shape(data: ImageData, image_size: int, in_chans: int) -> None:
 def load_init_model(source: str, num_classes: int) -> AotModel:
     """The weights of a trained image model (a run folder or a save_pretrained folder), classifier reset to
     ``num_classes`` outputs (normal(0, init_std) weights, zero bias)."""
-    folder = Path(source)
-    if (folder / "checkpoint" / "config.json").is_file():
-        folder = folder / "checkpoint"
-    model = AotModel.from_pretrained(folder)
+    from aot.train.checkpoint import model_folder
+
+    model = AotModel.from_pretrained(model_folder(Path(source)) or Path(source))
     if model.cfg.task != "image":
         raise AotError(f"--init-from {source!r} holds a {model.cfg.task!r} model; fine-tuning needs an image model")
     model.reset_classifier(num_classes)  # type: ignore[operator]
