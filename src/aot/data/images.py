@@ -170,13 +170,23 @@ def read_idx(path: Path) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8).reshape(shape)
 
 
-def load_fashion_mnist(root: Path | None = None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+def fashion_mnist_files(root: Path | None = None) -> dict[str, tuple[Path, Path]]:
+    """split → (images, labels) idx.gz paths of Fashion-MNIST under ``root`` (default: Debian's folder)."""
     root = root or FASHION_MNIST_DIR
-    files = {
+    return {
         split: (root / f"{prefix}-images-idx3-ubyte.gz", root / f"{prefix}-labels-idx1-ubyte.gz")
         for split, prefix in (("train", "train"), ("test", "t10k"))
     }
-    if not all(path.is_file() for pair in files.values() for path in pair):
+
+
+def fashion_mnist_installed(root: Path | None = None) -> bool:
+    return all(path.is_file() for pair in fashion_mnist_files(root).values() for path in pair)
+
+
+def load_fashion_mnist(root: Path | None = None) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
+    root = root or FASHION_MNIST_DIR
+    files = fashion_mnist_files(root)
+    if not fashion_mnist_installed(root):
         raise AotError(f"Fashion-MNIST is not installed (no idx files in {root}); run `{FASHION_MNIST_INSTALL}`")
     splits = {split: (read_idx(images)[:, None], read_idx(labels)) for split, (images, labels) in files.items()}
     return splits, list(FASHION_MNIST_CLASSES)

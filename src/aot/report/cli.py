@@ -12,7 +12,7 @@ from aot.report.part import PRESET_HELP, PRESETS
 
 EPILOG = """\
 examples:
-  aot reproduce                                   # quick: every part on a laptop CPU (34 min on 2 cores)
+  aot reproduce                                   # quick: every part on a 2-core CPU (~20 min, estimated)
   aot reproduce --preset quick --out benchmarks/report --screenshot
   aot reproduce --only theory lm                  # some parts; the others' earlier results are kept
   aot reproduce --preset full --dry-run           # print the commands, run nothing
@@ -54,8 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data",
         action="append",
         metavar="NAME=PATH",
-        help="a data set a part needs: text=FILE (the CPU language corpus, default Shakespeare), "
-        "openwebtext=PATH|hf:NAME (paper preset); repeatable",
+        help="a data set a part needs: text=FILE (the CPU language corpus, default Shakespeare); "
+        "lambada=FILE, cbt-cn=FILE, cbt-ne=FILE, ptb=FILE, wikitext=FILE (zeroshot: the real sets, beside the "
+        "Austen ones); images=SPEC (vision: instead of Fashion-MNIST, e.g. mnist or a class folder); "
+        "openwebtext=PATH|hf:NAME, imagenet=DIR (paper preset); repeatable",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the commands each part would run at this preset, run nothing"

@@ -36,6 +36,11 @@ PAPER_ITEMS: tuple[PaperItem, ...] = (
     PaperItem("zero-shot", "Language: zero-shot LAMBADA / PTB / WikiText / CBT (table)", "zeroshot"),
     PaperItem("imagenet", "Vision: ImageNet-1K top-1 accuracy (table) and attention maps (figure)", "vision"),
     PaperItem("icl", "In-context learning of (sparse) linear regression (figure)", "icl"),
+    PaperItem(
+        "denoising-trained",
+        "Claim: each layer of a trained AoT denoises at Theorem 1's rate (the paper shows it on synthetic data only)",
+        "inside",
+    ),
     PaperItem("efficiency", "Efficiency: FLOPs, memory and time per pass against a transformer", "efficiency"),
 )
 

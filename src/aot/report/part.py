@@ -18,7 +18,7 @@ from aot.report.document import Block
 PRESETS = ("tiny", "quick", "full", "paper")
 PRESET_HELP = {
     "tiny": "for tests: seconds per part, numbers mean nothing",
-    "quick": "every part at a small size: 34 minutes measured on 2 shared CPU cores (aim: 20)",
+    "quick": "every part at a small size: about 20 minutes on a quiet 2-core CPU (estimated from recorded step times)",
     "full": "a few CPU hours: the recorded CPU-scale benchmarks",
     "paper": "the paper's scale: 102M-182M models on OpenWebText / ImageNet with torchrun on GPUs",
 }
@@ -95,6 +95,56 @@ class Part:
     plan: Callable[[Context], Plan]
     collect: Callable[[Path, Plan], dict[str, Any]]
     render: Callable[[dict[str, Any], Path], list[Block]]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Another part's outputs in the same report folder, for a part that reads them (``zeroshot`` and ``inside``
+    evaluate the ``lm`` part's trained models). ``fingerprint`` is a hash of its ``results.json``: the reading part
+    puts it in its plan's files, so that its key, and its steps' keys, change whenever the other part's runs do."""
+
+    name: str
+    folder: Path
+    state: str  # from its status.json ("" when it never ran here)
+    results: dict[str, Any] | None  # its results.json when it finished
+    fingerprint: str
+
+    def usable(self, preset: str) -> bool:
+        return self.results is not None and self.results.get("preset") == preset
+
+    def problem(self, reader: str, preset: str) -> str:
+        """One line: why ``reader`` cannot use this part's outputs, and what to run."""
+        again = f"`aot reproduce --preset {preset} --only {self.name} {reader}` with the same --out"
+        if self.state == "failed":
+            return f"the {self.name} part failed, so there is nothing to read (see its section); fix it, then {again}"
+        if self.state == "planned":
+            return f"the {self.name} part did not run on this machine (see its section), so there is nothing to read"
+        if self.results is not None:
+            return (
+                f"the {self.name} part's results in {self.folder} are of preset {self.results.get('preset')!r}, "
+                f"not {preset!r}: run {again}"
+            )
+        return (
+            f"needs the {self.name} part's outputs, not in {self.folder} yet (a run of every part makes them first; "
+            f"alone: {again})"
+        )
+
+
+def upstream(ctx: Context, name: str) -> Upstream:
+    """The outputs of part ``name`` in the report folder of ``ctx`` (its sibling folder)."""
+    import hashlib
+    import json
+
+    folder = ctx.part_dir.parent / name
+    try:
+        status = json.loads((folder / "status.json").read_text())
+    except (OSError, ValueError):
+        status = {}
+    results_path = folder / "results.json"
+    if status.get("state") == "done" and results_path.is_file():
+        raw = results_path.read_bytes()
+        return Upstream(name, folder, "done", json.loads(raw), hashlib.sha256(raw).hexdigest()[:12])
+    return Upstream(name, folder, status.get("state", ""), None, "")
 
 
 def read_step_results(part_dir: Path, plan: Plan, name: str) -> dict[str, Any]:

@@ -87,15 +87,19 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def _portable_text(text: str, part_dir: Path) -> str:
+    """``text`` with the part's folder written as ``PART`` and the report's folder (where the other parts' folders
+    are, e.g. the lm part's runs that zeroshot evaluates) as ``REPORT``, so that a moved report keeps its keys."""
+    return text.replace(str(part_dir), "PART").replace(str(part_dir.parent), "REPORT")
+
+
 def _portable(command: list[str], part_dir: Path) -> list[str]:
-    """A command with the part's folder written as ``PART``, so that a moved report folder keeps its keys."""
-    prefix = str(part_dir)
-    return [arg.replace(prefix, "PART") for arg in command]
+    return [_portable_text(arg, part_dir) for arg in command]
 
 
 def part_key(part: Part, preset: str, plan: Plan, part_dir: Path, code: str) -> str:
     commands = [_portable(step.command(part_dir), part_dir) for step in plan.steps]
-    files = {name: text.replace(str(part_dir), "PART") for name, text in plan.files.items()}
+    files = {name: _portable_text(text, part_dir) for name, text in plan.files.items()}
     return _hash({"part": part.name, "preset": preset, "commands": commands, "files": files,
                   "settings": plan.settings, "code": code})  # fmt: skip
 
@@ -206,7 +210,7 @@ def run_step(step: Step, part_dir: Path, key: str, echo: Callable[[str], None], 
 
 
 def _step_key(step: Step, part_dir: Path, plan: Plan, code: str) -> str:
-    files = {name: text.replace(str(part_dir), "PART") for name, text in plan.files.items()}
+    files = {name: _portable_text(text, part_dir) for name, text in plan.files.items()}
     return _hash({"command": _portable(step.command(part_dir), part_dir), "files": files, "code": code})
 
 

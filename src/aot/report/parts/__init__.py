@@ -1,6 +1,6 @@
 """The parts of ``aot reproduce``, one module each, in the order the report shows them.
 
-Adding a part (e.g. ``zeroshot``, ``vision``, ``icl``, ``inside``) takes one module and one line:
+Adding a part takes one module and one line:
 
 1. write ``aot/report/parts/NAME.py`` defining ``PART = Part(name, title, paper_items, plan, collect, render)``
    (:class:`aot.report.part.Part`):
@@ -17,6 +17,10 @@ Adding a part (e.g. ``zeroshot``, ``vision``, ``icl``, ``inside``) takes one mod
 2. add ``"aot.report.parts.NAME"`` to :data:`PART_MODULES` below, and the paper item's ``part`` in
    :data:`aot.report.paper_numbers.PAPER_ITEMS` names it already;
 3. give ``tests/test_report.py`` the part's tiny run (the parametrised checks then cover its section).
+
+A part that reads another part's outputs (``zeroshot`` and ``inside`` evaluate the ``lm`` part's models) comes after
+it here, finds them with :func:`aot.report.part.upstream` and puts the other part's ``fingerprint`` in its plan's
+``files``, so that its key and its steps' keys change whenever the other part's runs change.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ from aot.report.part import Part
 PART_MODULES = [
     "aot.report.parts.theory",
     "aot.report.parts.lm",
+    "aot.report.parts.zeroshot",  # reads the lm part's models
+    "aot.report.parts.vision",
+    "aot.report.parts.icl",
+    "aot.report.parts.inside",  # reads the lm (and vision) parts' models
     "aot.report.parts.efficiency",
 ]
 
