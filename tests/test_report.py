@@ -33,23 +33,34 @@ from aot.report.parts import all_parts
 from aot.report.runner import RESULTS, STATUS, run_parts
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+ZEROSHOT = Path(__file__).parent / "fixtures" / "zeroshot"
+# the tiny report's data: the sonnets as the text corpus, the zero-shot fixtures as the real sets (no Austen here)
+DATA = ["--data", f"text={FIXTURE}", "--data", f"lambada={ZEROSHOT / 'lambada.jsonl'}",
+        "--data", f"cbt-ne={ZEROSHOT / 'cbtest_NE_tiny.txt'}", "--data", f"ptb={ZEROSHOT / 'ptb.tiny.txt'}",
+        "--data", f"wikitext={ZEROSHOT / 'wiki.tiny.raw'}"]  # fmt: skip
 # table columns that hold words; every other cell is a number, "a → b", or "—"
 TEXT_COLUMNS = {"model", "paper's model", "ours", "conditions: layer 0 / all layers", "beats bigram", "same tokens",
-                "paper: attention params per layer", "layer"}  # fmt: skip
+                "paper: attention params per layer", "layer", "source", "block × layers", "previous-token head",
+                "induction head", "φ"}  # fmt: skip
 NUMBER = re.compile(r"^[+-]?[\d,]*\.?\d+(?:[eE][+-]?\d+)?\s*(?:%|×|[kMB]|MiB)?$")
 
 
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory):
-    """One tiny report for the module: every registered part, the sonnets as the text corpus."""
+    """One tiny report for the module: every registered part, the sonnets as the text corpus. ``AOT_DATA`` points
+    to an empty folder for the whole module, so no fetched corpus (Austen) changes what the parts plan."""
     root = tmp_path_factory.mktemp("report")
     mp = pytest.MonkeyPatch()
     mp.setenv("AOT_DATA", str(root / "data"))
     out = root / "report"
-    code = main(["reproduce", "--preset", "tiny", "--out", str(out), "--data", f"text={FIXTURE}"])
-    mp.undo()
+    code = main(["reproduce", "--preset", "tiny", "--out", str(out), *DATA])
     assert code == 0
-    return out
+    yield out
+    mp.undo()
+
+
+def step_results(report: Path, part: str, step: str) -> dict:
+    return json.loads((report / part / step / "results.json").read_text())
 
 
 def md_sections(text: str) -> dict[str, str]:
@@ -129,6 +140,144 @@ def test_table_numbers_parse_and_come_from_results_json(tiny_report):
         assert row["paper: attention params per layer"] == (f"{d2} d²" if d2 else "—")
 
 
+def test_zeroshot_and_vision_tables_equal_their_commands_results(tiny_report):
+    """zeroshot: the lm part's runs, evaluated; each "ours" cell is the eval's results.json value of the set that
+    stands in the paper's column, each "paper" cell the paper's. vision: test top-1 / top-5 of each run."""
+    from aot.report.parts.zeroshot import COLUMNS
+
+    sections = md_sections((tiny_report / "report.md").read_text())
+    ev = step_results(tiny_report, "zeroshot", "eval")
+    lm = json.loads((tiny_report / "lm" / RESULTS).read_text())
+    assert list(ev["runs"]) == [r["step"] for r in lm["runs"]]  # every lm model, read from the lm part's folders
+    rows = md_tables(sections["zeroshot"])[0]
+    assert [r["source"] for r in rows] == ["ours", "paper"] * len(lm["runs"])
+    for run, ours, paper in zip(lm["runs"], rows[::2], rows[1::2]):
+        assert ours["paper's model"] == paper["paper's model"] == run["paper_model"]
+        for key, header, candidates, metric in COLUMNS:
+            used = next((c for c in candidates if c in ev["sets"]), None)
+            if used is None:
+                assert ours[header] == "—", header
+            else:
+                assert float(ours[header]) == pytest.approx(ev["runs"][run["step"]][used][metric], abs=5e-4), header
+            assert float(paper[header]) == paper_numbers.ZERO_SHOT[run["paper_model"]][key]
+    assert rows[0]["CBT-CN acc"] == "—" and "CBT-NE acc ← cbt-ne" in sections["zeroshot"]  # no CN set was given
+    vision = md_tables(sections["vision"])[0]
+    imagenet = {v.name: v for v in paper_numbers.IMAGENET}
+    assert [r["paper's model"] for r in vision] == ["AoT-MSSA-V", "ViT-S"]
+    for row, step in zip(vision, ["aot-mssa-v", "vit-s"]):
+        r = step_results(tiny_report, "vision", step)
+        assert float(row["test top-1 %"]) == pytest.approx(100 * r["test"]["top1"], abs=5e-3)
+        assert float(row["test top-5 %"]) == pytest.approx(100 * r["test"]["top5"], abs=5e-3)
+        assert float(row["paper: ImageNet top-1 %"]) == imagenet[row["paper's model"]].top1
+        assert r["data"]["name"] == "digits"
+    assert re.search(r"!\[AoT-MSSA-V: the class token's attention[^\]]*\]\(vision/attention/attention_layer0\.png\)",
+                     sections["vision"])  # fmt: skip
+
+
+def test_icl_and_inside_tables_equal_their_commands_results(tiny_report):
+    sections = md_sections((tiny_report / "report.md").read_text())
+    ev = step_results(tiny_report, "icl", "eval")
+    d = ev["data"]["n_dims"]
+    rows = md_tables(sections["icl"])[0]
+    assert [r["model"] for r in rows] == list(ev["curves"])  # the models, then the baselines
+    assert {"GPT-2", "AoT-MSSA", "least squares", "zero"} <= set(ev["curves"])
+    for row in rows:
+        mean = ev["curves"][row["model"]]["mean"]
+        for k in (2, d, 2 * d):
+            assert float(row[f"k = {k}"]) == pytest.approx(mean[k], abs=5e-4)
+    assert float(next(r for r in rows if r["model"] == "least squares")[f"k = {d}"]) == pytest.approx(0, abs=1e-3)
+    inside = md_tables(sections["inside"])
+    models, calibration = inside[0], inside[1]
+    assert [r["model"] for r in models] == ["GPT-2 Base", "AoT-MSSA-L Base", "AoT-MSSA-V"]  # lm's, then vision's
+    for row, step in zip(models, ["gpt-2-base", "aot-mssa-l-base", "vision-aot-mssa-v"]):
+        r = step_results(tiny_report, "inside", step)
+        snr = [layer["snr_in"]["mean"] for layer in r["denoising"]["layers"]]
+        gains = [layer["gain"]["mean"] for layer in r["denoising"]["layers"]]
+        assert row["SNR first → last layer"] == f"{snr[0]:.3f} → {snr[-1]:.3f}"
+        assert float(row["mean gain per layer"]) == pytest.approx(sum(gains) / len(gains), abs=5e-4)
+        assert int(row["layers with gain > 1"]) == sum(g > 1 for g in gains)
+        if "induction" in r["circuits"]:
+            scores = r["circuits"]["induction"]
+            best = max(max(layer) for layer in scores)
+            layer = next(i for i, heads in enumerate(scores) if best in heads)
+            assert float(row["induction score"]) == pytest.approx(best, abs=5e-4)
+            assert row["induction head"] == f"L{layer} H{scores[layer].index(best)}"
+        else:
+            assert row["induction score"] == "—"  # an image classifier has no induction heads
+    calib = json.loads((tiny_report / "inside" / "calibration" / "calibration.json").read_text())
+    for row in calibration:
+        c = calib[row["φ"]]
+        gains = [layer["gain"]["mean"] for layer in c["profile"]["layers"]]
+        assert float(row["1 + ητ (Theorem 1)"]) == pytest.approx(c["setting"]["predicted_factor"], abs=5e-4)
+        assert row["gain per layer min → max"] == f"{min(gains):.3f} → {max(gains):.3f}"
+    threshold = next(r for r in calibration if r["φ"] == "threshold")
+    assert float(threshold["mean gain"]) == pytest.approx(float(threshold["1 + ητ (Theorem 1)"]), abs=2e-3)
+
+
+def test_zeroshot_and_inside_depend_on_the_lm_part(tiny_report, tmp_path):
+    """Their key (and their steps' keys) change with the lm part's results; a failed or absent lm part is one line."""
+    from aot.report.parts import inside, zeroshot
+    from aot.report.runner import _step_key, code_version, part_key
+
+    out = tmp_path / "report"
+    shutil.copytree(tiny_report, out)
+    data = {"text": str(FIXTURE), "lambada": str(ZEROSHOT / "lambada.jsonl")}
+
+    def keys(module) -> tuple[str, str]:
+        ctx = Context("tiny", out / module.PART.name, data)
+        plan = module.plan(ctx)
+        assert plan.blockers == []
+        return part_key(module.PART, "tiny", plan, ctx.part_dir, "c"), _step_key(plan.steps[0], ctx.part_dir, plan, "c")
+
+    before = {m: keys(m) for m in (zeroshot, inside)}
+    lm_results = out / "lm" / RESULTS
+    results = json.loads(lm_results.read_text())
+    results["runs"][0]["val_loss"] += 0.1  # the lm part ran again and its models changed
+    lm_results.write_text(json.dumps(results))
+    for module in (zeroshot, inside):
+        part, step = keys(module)
+        assert part != before[module][0] and step != before[module][1], module.PART.name
+    status = json.loads((out / "lm" / STATUS).read_text())
+    (out / "lm" / STATUS).write_text(json.dumps({**status, "state": "failed"}))
+    for module in (zeroshot, inside):
+        [line] = module.plan(Context("tiny", out / module.PART.name, data)).needs
+        assert line.startswith("the lm part failed") and "\n" not in line
+    shutil.rmtree(out / "lm")
+    [line] = zeroshot.plan(Context("tiny", out / "zeroshot", data)).needs
+    assert "needs the lm part's outputs" in line and "--only lm zeroshot" in line
+    assert code_version()  # the real key also holds the code version (tested through the reruns above)
+
+
+def test_missing_data_is_one_line_and_the_other_parts_still_run(tiny_report, tmp_path, capsys):
+    """No zero-shot set and no fetched Austen corpus: zeroshot is listed as not run with the one-line fix, theory
+    (removed) runs again, and the finished parts are reused; Fashion-MNIST absent: vision says how to install it."""
+    out = tmp_path / "report"
+    shutil.copytree(tiny_report, out)
+    shutil.rmtree(out / "theory")
+    assert main(["reproduce", "--preset", "tiny", "--out", str(out), "--data", f"text={FIXTURE}"]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "zeroshot: not run here (no zero-shot data here: the Austen-built sets need `aot data fetch austen`" in printed
+    )
+    assert "Traceback" not in printed
+    summary = {row["part"]: row["status"] for row in md_tables((out / "report.md").read_text().split("\n## ")[0])[0]}
+    assert summary["Zero-shot language tasks (`zeroshot`)"] == "not run here (listed)"
+    assert [v for k, v in summary.items() if "zeroshot" not in k] == ["done"] + ["done (finished before, reused)"] * 5
+    section = md_sections((out / "report.md").read_text())["zeroshot"]
+    assert "aot data fetch austen" in section and "--data lambada=FILE" in section
+
+    import aot.data.images
+    from aot.report.parts import vision
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(aot.data.images, "FASHION_MNIST_DIR", tmp_path / "no-fashion")
+    try:
+        [line] = vision.plan(Context("quick", tmp_path / "vision")).missing
+    finally:
+        mp.undo()
+    assert "apt-get install -y dataset-fashion-mnist" in line and "\n" not in line
+
+
 def test_html_is_self_contained_with_every_figure_embedded(tiny_report):
     page = (tiny_report / "index.html").read_text()
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (tiny_report / "report.md").read_text())
@@ -140,7 +289,7 @@ def test_html_is_self_contained_with_every_figure_embedded(tiny_report):
 
 def test_rerun_skips_finished_parts(tiny_report, capsys):
     stamps = {p.name: (tiny_report / p.name / RESULTS).stat().st_mtime_ns for p in all_parts()}
-    assert main(["reproduce", "--preset", "tiny", "--out", str(tiny_report), "--data", f"text={FIXTURE}"]) == 0
+    assert main(["reproduce", "--preset", "tiny", "--out", str(tiny_report), *DATA]) == 0
     out = capsys.readouterr().out
     assert out.count("finished before") == len(stamps) and "command(s)" not in out
     assert stamps == {p.name: (tiny_report / p.name / RESULTS).stat().st_mtime_ns for p in all_parts()}
@@ -215,8 +364,7 @@ def test_only_keeps_showing_parts_finished_under_an_earlier_code_version(tiny_re
     status_path = out / "lm" / STATUS
     status = json.loads(status_path.read_text())
     status_path.write_text(json.dumps({**status, "key": "an-earlier-code-version"}))
-    assert main(["reproduce", "--preset", "tiny", "--out", str(out), "--only", "theory", "--data",
-                 f"text={FIXTURE}"]) == 0  # fmt: skip
+    assert main(["reproduce", "--preset", "tiny", "--out", str(out), "--only", "theory", *DATA]) == 0
     sections = md_sections((out / "report.md").read_text())
     assert "from an earlier code or plan version" in sections["lm"] and md_tables(sections["lm"])
     assert md_tables(sections["theory"])
@@ -237,9 +385,24 @@ def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):
 def test_dry_run_prints_every_command_and_runs_nothing(tmp_path, capsys):
     assert main(["reproduce", "--preset", "full", "--out", str(tmp_path / "r"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert [line[:-1] for line in out.splitlines() if not line.startswith(" ")] == [p.name for p in all_parts()]
+    assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == [
+        p.name for p in all_parts()
+    ]
+    assert "needs the lm part's outputs" not in out  # the run makes them before the parts that read them
     assert "aot denoise --learn" in out and "--model aot-mssa-l-cpu --corpus shakespeare" in out
     assert "train.checkpoint_every=100" in out and " --resume" in out and "aot bench --out" in out
+    assert not (tmp_path / "r").exists()
+
+
+def test_paper_preset_of_the_new_parts_prints_the_papers_commands(tmp_path, capsys):
+    only = ["zeroshot", "vision", "icl", "inside"]
+    assert main(["reproduce", "--preset", "paper", "--out", str(tmp_path / "r"), "--dry-run", "--only", *only]) == 0
+    out = capsys.readouterr().out
+    assert "--task lambada,cbt-cn,cbt-ne,ptb,wikitext --data lambada=LAMBADA_FILE" in out
+    assert "pass --data lambada=FILE --data cbt-cn=FILE" in out and "no ImageNet given" in out
+    assert "torchrun --nproc_per_node=8 -m aot.cli train vision --preset vit-s --data IMAGENET_DIR" in out
+    assert "aot train icl --model aot-mssa-icl --preset garg" in out and "mamba-icl" in out
+    assert out.count("aot analyze") == 4 and "aot analyze --calibrate" in out
     assert not (tmp_path / "r").exists()
 
 

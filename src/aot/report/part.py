@@ -71,12 +71,20 @@ class Step:
 class Plan:
     """A part's work at one preset. ``settings``: what the preset chose (sizes, models), part of the key;
     ``files``: name → text written into the part folder before the steps run (configs the steps read);
-    ``missing``: why it cannot run here (no GPU, data not given) — then the report lists the commands only."""
+    ``missing``: why it cannot run here (no GPU, data not given) — then the report lists the commands only;
+    ``needs``: the same for outputs of an earlier part that are not there (that part failed or has not run): the
+    part is not run either, but ``--dry-run`` does not count it, since a whole run makes those outputs first."""
 
     steps: list[Step]
     settings: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    needs: list[str] = field(default_factory=list)
+
+    @property
+    def blockers(self) -> list[str]:
+        """Every reason the part does not run now."""
+        return [*self.missing, *self.needs]
 
 
 @dataclass(frozen=True)

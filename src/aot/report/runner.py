@@ -232,7 +232,7 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
         return Outcome(part.name, "failed", error=f"planning failed: {type(exc).__name__}: {exc}")
     key = part_key(part, ctx.preset, plan, part_dir, code)
     commands = [" ".join(step.command(part_dir)) for step in plan.steps]
-    outcome = Outcome(part.name, "", key=key, missing=list(plan.missing), commands=commands)
+    outcome = Outcome(part.name, "", key=key, missing=plan.blockers, commands=commands)
     status = read_status(part_dir)
     if status.get("key") == key and status.get("state") == "done" and (part_dir / RESULTS).is_file():
         outcome.state, outcome.seconds, outcome.finished = "skipped", status.get("seconds", 0.0), status["finished"]
@@ -240,10 +240,10 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
         echo(f"{label} {part.name}: finished before ({outcome.finished}, key {key}), skipped")
         return outcome
     part_dir.mkdir(parents=True, exist_ok=True)
-    if plan.missing:
+    if plan.blockers:
         outcome.state = "planned"
         _write_json(part_dir / STATUS, asdict(outcome))
-        echo(f"{label} {part.name}: not run here ({'; '.join(plan.missing)}); it would run:")
+        echo(f"{label} {part.name}: not run here ({'; '.join(plan.blockers)}); it would run:")
         for command in commands:
             echo(f"    {command}")
         return outcome
@@ -308,7 +308,7 @@ def stored_outcome(part: Part, ctx: Context, code: str) -> Outcome:
             status.get("finished", ""),
             commands=commands,
         )
-    return Outcome(part.name, "not selected", key, commands=commands, missing=list(plan.missing))
+    return Outcome(part.name, "not selected", key, commands=commands, missing=plan.blockers)
 
 
 def format_seconds(seconds: float) -> str:
@@ -327,7 +327,8 @@ def select_parts(parts: list[Part], only: list[str] | None) -> list[Part]:
 
 
 def dry_run_lines(parts: list[Part], preset: str, out: Path, data: dict[str, str]) -> list[str]:
-    """What ``--dry-run`` prints: each part's commands at ``preset`` and why it could not run here."""
+    """What ``--dry-run`` prints: each part's commands at ``preset`` and why it could not run here (outputs of an
+    earlier part that are not there yet do not count: the run makes them first)."""
     cuda = cuda_device_count()
     lines = []
     for part in parts:

@@ -37,7 +37,7 @@ def _slug(name: str) -> str:
 def plan(ctx: Context) -> Plan:
     lm_part, vision_part = upstream(ctx, "lm"), upstream(ctx, "vision")
     usable = lm_part.usable(ctx.preset)
-    missing = [] if usable else [lm_part.problem("inside", ctx.preset)]
+    needs = [] if usable else [lm_part.problem("inside", ctx.preset)]
     folders = lm_run_folders(ctx, lm_part.results if usable else None)
     options = OPTIONS[ctx.preset]
     steps = [
@@ -52,7 +52,7 @@ def plan(ctx: Context) -> Plan:
         names[steps[-1].name] = VISION_MODEL[0]
     steps.append(Step("calibration", ["analyze", "--calibrate"], results="calibration.json"))
     files = {"upstream.json": json.dumps({"lm": lm_part.fingerprint, "vision": vision_part.fingerprint}) + "\n"}
-    return Plan(steps, {"models": names}, files, missing)
+    return Plan(steps, {"models": names}, files, needs=needs)
 
 
 def _top(scores: list[list[float]]) -> dict[str, Any]:

@@ -56,7 +56,8 @@ def lm_run_folders(ctx: Context, lm_results: dict[str, Any] | None) -> dict[str,
 
 def plan(ctx: Context) -> Plan:
     lm_part = upstream(ctx, "lm")
-    missing = [] if lm_part.usable(ctx.preset) else [lm_part.problem("zeroshot", ctx.preset)]
+    needs = [] if lm_part.usable(ctx.preset) else [lm_part.problem("zeroshot", ctx.preset)]
+    missing: list[str] = []
     folders = lm_run_folders(ctx, lm_part.results if lm_part.usable(ctx.preset) else None)
     given = [name for name in REAL_SETS if name in ctx.data]
     if ctx.preset == "paper":  # the paper's sets, nothing else
@@ -81,7 +82,7 @@ def plan(ctx: Context) -> Plan:
     argv += [arg for item in data for arg in ("--data", item)] + options
     settings = {"tasks": tasks, "models": list(folders)}
     files = {"upstream.json": json.dumps({"lm": lm_part.fingerprint}) + "\n"}
-    return Plan([Step("eval", argv)], settings, files, missing)
+    return Plan([Step("eval", argv)], settings, files, missing, needs)
 
 
 def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
