@@ -47,7 +47,8 @@ def plan(ctx: Context) -> Plan:
     ]
     names = {step.name: name for step, name in zip(steps, [n for n in folders if n in LM_MODELS])}
     vision_run = ctx.part_dir.parent / "vision" / VISION_MODEL[1]
-    if vision_part.usable(ctx.preset) and any(r["step"] == VISION_MODEL[1] for r in vision_part.results["runs"]):
+    vision_runs = vision_part.results["runs"] if vision_part.results and vision_part.usable(ctx.preset) else []
+    if any(r["step"] == VISION_MODEL[1] for r in vision_runs):
         steps.append(Step("vision-" + VISION_MODEL[1], ["analyze", str(vision_run), *options]))
         names[steps[-1].name] = VISION_MODEL[0]
     steps.append(Step("calibration", ["analyze", "--calibrate"], results="calibration.json"))
