@@ -123,6 +123,7 @@ def plot_layers(results: dict[str, Any], path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
     for m in results["models"]:
@@ -138,6 +139,7 @@ def plot_layers(results: dict[str, Any], path: Path) -> Path:
     right.set_ylabel("gain SNR(out) / SNR(in)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -134,7 +134,7 @@ def plot_accuracies(results: dict[str, Any], path: Path) -> Path:
 
     keys = [(k, header) for k, header, _, metric in COLUMNS if metric != "nats_per_token" and metric != "loss"]
     runs = results["runs"]
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(8.5, 3.8))
     width = 0.8 / (2 * len(runs))
     for i, run in enumerate(runs):
         ours = [our_value(run, results["columns"], k) or 0.0 for k, _ in keys]
@@ -151,7 +151,7 @@ def plot_accuracies(results: dict[str, Any], path: Path) -> Path:
     ax.set_xticks([j + (len(runs) - 0.5) * width for j in range(len(keys))], [header for _, header in keys])
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
