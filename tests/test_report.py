@@ -335,6 +335,19 @@ def test_a_failing_part_is_reported_and_the_others_still_run(tiny_report, tmp_pa
     assert "Status: **done**" in sections["theory"] and md_tables(sections["theory"])
 
 
+def test_a_resumable_step_starts_when_there_is_nothing_to_resume(tmp_path):
+    """full / paper steps are resumable: their first run must start (``--resume auto``), not fail for want of a
+    checkpoint (``--resume`` alone refuses an empty folder)."""
+    argv = ["train", "icl", "--steps", "2", "--set", "model.n_embd=16", "--set", "model.n_layer=1", "--set",
+            "eval.final_prompts=16", "--set", "eval.periodic_prompts=16", "--set", "train.progress=false"]  # fmt: skip
+    part = Part("resumable", "A resumable step", (), lambda ctx: Plan([Step("run", argv, resumable=True)]),
+                lambda d, p: {}, lambda r, d: [])  # fmt: skip
+    [outcome] = run_parts([part], "tiny", tmp_path, echo=lambda s: None)
+    assert outcome.state == "done", outcome.error
+    assert outcome.commands[0].endswith("--resume auto")
+    assert json.loads((tmp_path / "resumable" / "run" / "results.json").read_text())["train"]["steps"] == 2
+
+
 def test_ctrl_c_leaves_finished_parts_and_a_report(tiny_report, tmp_path):
     out = tmp_path / "report"
     shutil.copytree(tiny_report, out)
@@ -390,7 +403,7 @@ def test_dry_run_prints_every_command_and_runs_nothing(tmp_path, capsys):
     ]
     assert "needs the lm part's outputs" not in out  # the run makes them before the parts that read them
     assert "aot denoise --learn" in out and "--model aot-mssa-l-cpu --corpus shakespeare" in out
-    assert "train.checkpoint_every=100" in out and " --resume" in out and "aot bench --out" in out
+    assert "train.checkpoint_every=100" in out and " --resume auto" in out and "aot bench --out" in out
     assert not (tmp_path / "r").exists()
 
 

@@ -40,7 +40,8 @@ class Step:
     """One command: ``aot ARGV`` (prefixed by ``launcher``, e.g. torchrun) writing into ``PART/out``.
 
     ``argv`` holds the options after ``aot``; ``--out PART/NAME`` is added. ``resumable``: an interrupted step
-    of the same config is continued (the command gets ``--resume``) rather than restarted. ``results``: the
+    of the same config is continued (the command gets ``--resume auto``: from its checkpoint when there is one, else
+    from the start) rather than restarted. ``results``: the
     file the command writes, relative to its ``--out`` (the step counts as finished when it exists).
     """
 
@@ -57,8 +58,8 @@ class Step:
         return part_dir / self.name
 
     def options(self, part_dir: Path) -> list[str]:
-        """The options after ``aot``: the step's own, then ``--out PART/NAME`` (and ``--resume``)."""
-        return [*self.argv, "--out", str(self.out_dir(part_dir)), *(["--resume"] if self.resumable else [])]
+        """The options after ``aot``: the step's own, then ``--out PART/NAME`` (and ``--resume auto``)."""
+        return [*self.argv, "--out", str(self.out_dir(part_dir)), *(["--resume", "auto"] if self.resumable else [])]
 
     def command(self, part_dir: Path) -> list[str]:
         """The command as a user would type it (``aot ...`` or ``torchrun ... -m aot.cli ...``)."""
