@@ -1,0 +1,66 @@
+"""The candidates timed by the scripts in benchmarks/bench/ compute what they claim (float64, against the
+explicit reference attention), so that their recorded timings compare equal computations."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from aot.nn.attention import causal_mask, reference_attention
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench"
+
+
+def load_script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("T", [1, 5, 16, 37])
+@pytest.mark.parametrize("shared_values", [True, False])
+def test_blocked_causal_attention_equals_the_reference_with_gradients(T, shared_values):
+    paths = load_script("attention_paths")
+    torch.manual_seed(T)
+    x = torch.randn(2, 3, T, 8, dtype=torch.float64, requires_grad=True)
+    v = x if shared_values else torch.randn(2, 3, T, 8, dtype=torch.float64, requires_grad=True)
+    inputs = [x] if shared_values else [x, v]
+    out = paths.blocked_causal_attention(x, v, scale=0.3, block=8)
+    expected, _ = reference_attention(x, x, v, scale=0.3, mask=causal_mask(T, T, x.device))
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, inputs, grad), torch.autograd.grad(expected, inputs, grad)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(
+        paths.blocked_autograd(x, 8),
+        reference_attention(x, x, x, scale=paths.SCALE, mask=causal_mask(T, T, x.device))[0],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+def test_symmetric_noncausal_attention_equals_the_reference_with_gradients():
+    paths = load_script("attention_paths")
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 11, 8, dtype=torch.float64, requires_grad=True)
+    out = paths.SymmetricNonCausal.apply(x)
+    expected, _ = reference_attention(x, x, x, scale=paths.SCALE, mask=None)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(out)
+    (a,) = torch.autograd.grad(out, x, grad)
+    (b,) = torch.autograd.grad(expected, x, grad)
+    torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_recorded_attention_paths_table_is_generated_from_its_json():
+    paths = load_script("attention_paths")
+    record = json.loads((BENCH / "attention_paths.json").read_text())
+    assert (BENCH / "attention_paths.md").read_text() == paths.markdown(record)
+    assert record["omp_num_threads"] == "1" and record["machine"]["torch_threads"] == 1
