@@ -64,3 +64,23 @@ def test_recorded_attention_paths_table_is_generated_from_its_json():
     record = json.loads((BENCH / "attention_paths.json").read_text())
     assert (BENCH / "attention_paths.md").read_text() == paths.markdown(record)
     assert record["omp_num_threads"] == "1" and record["machine"]["torch_threads"] == 1
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_generation_bench_our_greedy_tokens_equal_hf_generate(batch):
+    """benchmarks/bench/generation.py times two generations of the same tokens: our cached greedy decoding and
+    HF's GPT2LMHeadModel.generate with our weights (end-of-text switched off) agree token by token."""
+    pytest.importorskip("transformers")
+    generation = load_script("generation")
+    ours, theirs = generation.gpt2_pair(block_size=40, n_layer=2, n_embd=32, n_head=2)
+    prompt = torch.randint(0, ours.cfg.vocab_size, (batch, 5), generator=torch.Generator().manual_seed(1))
+    mine = generation.generate_ours(ours, prompt, 30)
+    assert mine.shape == (batch, 35)
+    assert torch.equal(mine, generation.generate_hf(theirs, prompt, 30))
+
+
+def test_recorded_generation_table_is_generated_from_its_json():
+    generation = load_script("generation")
+    record = json.loads((BENCH / "generation.json").read_text())
+    assert (BENCH / "generation.md").read_text() == generation.markdown(record)
+    assert all(r["same_tokens_as_hf"] for r in record["rows"] if r["model"] == "aot GPT-2")
