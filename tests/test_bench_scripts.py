@@ -84,3 +84,11 @@ def test_recorded_generation_table_is_generated_from_its_json():
     record = json.loads((BENCH / "generation.json").read_text())
     assert (BENCH / "generation.md").read_text() == generation.markdown(record)
     assert all(r["same_tokens_as_hf"] for r in record["rows"] if r["model"] == "aot GPT-2")
+
+
+def test_recorded_rope_cache_table_is_generated_from_its_json():
+    rope = load_script("rope_cache")
+    record = json.loads((BENCH / "rope_cache.json").read_text())
+    assert (BENCH / "rope_cache.md").read_text() == rope.markdown(record)
+    for row in record["rows"]:
+        assert row["speedup"] == pytest.approx(row["step_seconds"]["recomputed"] / row["step_seconds"]["cached"])
