@@ -92,3 +92,18 @@ def test_recorded_rope_cache_table_is_generated_from_its_json():
     assert (BENCH / "rope_cache.md").read_text() == rope.markdown(record)
     for row in record["rows"]:
         assert row["speedup"] == pytest.approx(row["step_seconds"]["recomputed"] / row["step_seconds"]["cached"])
+
+
+def test_long_context_memory_fit_and_recorded_table():
+    memory = load_script("long_context_memory")
+    gib = 1024**3
+    # 1 GiB at T = 1000 and 2 GiB at T = 2000: 16 GiB at T = 16000 on that line
+    assert memory.fits_up_to([(500, 7 * gib), (1000, gib), (2000, 2 * gib)]) == 16000
+    assert memory.fits_up_to([(1000, gib)]) is None
+    record = json.loads((BENCH / "long_context_memory.json").read_text())
+    assert (BENCH / "long_context_memory.md").read_text() == memory.markdown(record)
+    by_model: dict[str, dict[int, int]] = {}
+    for row in record["rows"]:
+        by_model.setdefault(row["model"], {})[row["T"]] = row["peak_bytes"]
+    for T, gpt2 in by_model["GPT-2"].items():  # the recorded claim: MSSA needs less than GPT-2 at every length
+        assert by_model["AoT-MSSA (tied)"][T] < by_model["AoT-MHSA"][T] < gpt2

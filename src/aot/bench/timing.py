@@ -7,11 +7,11 @@ Peak memory of a training step (forward, backward, AdamW step; weights, gradient
 activations all count):
 - CUDA: ``torch.cuda.max_memory_allocated`` after a reset — the bytes held by tensors.
 - CPU: PyTorch frees tensors to the C allocator and no tensor-level counter exists (``tracemalloc`` does not
-  see them), so a fresh subprocess measures its peak resident set size over two training steps (Linux:
-  ``VmHWM``, reset to the current RSS through ``/proc/self/clear_refs``; elsewhere ``getrusage`` max RSS),
-  minus its RSS after importing torch and running a tiny step of the same block (which loads the kernels'
-  code pages). This is what the process really held, allocator slack included, so it is an upper bound on
-  the tensor bytes; figures to a few MB.
+  see them), so a fresh subprocess measures its peak resident set size over two training steps (or
+  ``steps``; Linux: ``VmHWM``, reset to the current RSS through ``/proc/self/clear_refs``; elsewhere
+  ``getrusage`` max RSS), minus its RSS after importing torch and running a tiny step of the same block
+  (which loads the kernels' code pages). This is what the process really held, allocator slack included,
+  so it is an upper bound on the tensor bytes; figures to a few MB.
 """
 
 from __future__ import annotations
@@ -138,13 +138,26 @@ def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
 
 
 def peak_training_memory(
-    cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+    cfg: ModelConfig,
+    batch: int,
+    seq_len: int,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    steps: int = 2,
 ) -> dict[str, Any]:
-    """Peak bytes of a training step of a model built from ``cfg`` (see the module docstring for how)."""
+    """Peak bytes of ``steps`` training steps of a model built from ``cfg`` (see the module docstring for how;
+    one step already holds weights, gradients, activations and, at its end, AdamW's state)."""
     device = torch.device(device)
     if device.type == "cuda":
-        return _cuda_peak(cfg, batch, seq_len, device, dtype)
-    spec = dict(config=cfg.to_dict(), batch=batch, seq_len=seq_len, dtype=str(dtype), threads=torch.get_num_threads())
+        return _cuda_peak(cfg, batch, seq_len, device, dtype, steps)
+    spec = dict(
+        config=cfg.to_dict(),
+        batch=batch,
+        seq_len=seq_len,
+        dtype=str(dtype),
+        threads=torch.get_num_threads(),
+        steps=steps,
+    )
     import aot
 
     package_root = str(Path(aot.__file__).resolve().parents[1])  # the child imports this same aot
@@ -162,14 +175,16 @@ def peak_training_memory(
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-def _cuda_peak(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+def _cuda_peak(
+    cfg: ModelConfig, batch: int, seq_len: int, device: torch.device, dtype: torch.dtype, steps: int = 2
+) -> dict[str, Any]:
     from aot.models import build_model
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     model = build_model(cfg).to(device)
     step = training_step(model, make_optimizer(model), random_tokens(cfg, batch, seq_len, device), dtype)
-    for _ in range(2):
+    for _ in range(steps):
         step()
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device)
@@ -221,7 +236,8 @@ def _reset_peak_rss() -> int:
 
 
 def _probe(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run in a fresh process: peak RSS of two training steps minus the peak after a tiny warm-up step."""
+    """Run in a fresh process: peak RSS of ``steps`` (default 2) training steps minus the RSS after a tiny
+    warm-up step."""
     from aot.models import build_model
 
     torch.set_num_threads(int(spec["threads"]))
@@ -234,7 +250,7 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
     baseline = _reset_peak_rss()
     model = build_model(cfg)
     step = training_step(model, make_optimizer(model), random_tokens(cfg, spec["batch"], spec["seq_len"], "cpu"), dtype)
-    for _ in range(2):
+    for _ in range(int(spec.get("steps", 2))):
         step()
     return dict(peak_bytes=_max_rss_bytes() - baseline, method="fresh subprocess: peak RSS (VmHWM) minus RSS before")
 
