@@ -107,3 +107,9 @@ def test_long_context_memory_fit_and_recorded_table():
         by_model.setdefault(row["model"], {})[row["T"]] = row["peak_bytes"]
     for T, gpt2 in by_model["GPT-2"].items():  # the recorded claim: MSSA needs less than GPT-2 at every length
         assert by_model["AoT-MSSA (tied)"][T] < by_model["AoT-MHSA"][T] < gpt2
+
+
+def test_readme_speed_rows_are_rendered_from_the_records():
+    rows = load_script("readme_rows")
+    readme = (BENCH.parents[1] / "README.md").read_text()
+    assert f"<!-- {rows.MARKER} -->\n{rows.block()}\n<!-- /{rows.MARKER} -->" in readme
