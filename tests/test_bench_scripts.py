@@ -104,9 +104,15 @@ def test_long_context_memory_fit_and_recorded_table():
     assert (BENCH / "long_context_memory.md").read_text() == memory.markdown(record)
     by_model: dict[str, dict[int, int]] = {}
     for row in record["rows"]:
-        by_model.setdefault(row["model"], {})[row["T"]] = row["peak_bytes"]
+        if row.get("kind", "train") == "train":
+            by_model.setdefault(row["model"], {})[row["T"]] = row["peak_bytes"]
     for T, gpt2 in by_model["GPT-2"].items():  # the recorded claim: MSSA needs less than GPT-2 at every length
         assert by_model["AoT-MSSA (tied)"][T] < by_model["AoT-MHSA"][T] < gpt2
+    cache = {(r["model"], r["T"]): r["cache_bytes"] for r in record["rows"] if r.get("kind") == "generate"}
+    assert cache, "no generation rows recorded"
+    for (model, T), nbytes in cache.items():  # MSSA caches P only: exactly half of MHSA's K and V
+        if model == "AoT-MSSA (tied)":
+            assert 2 * nbytes == cache[("AoT-MHSA", T)] == cache[("GPT-2", T)] == 2 * 6 * 256 * 4 * T
 
 
 def test_readme_speed_rows_are_rendered_from_the_records():

@@ -456,3 +456,22 @@ def test_hook_points_skip_module_calls_without_hooks_but_run_every_kind_of_hook(
     handle.remove()
     assert seen == ["module", "HookPoint", "backward"]
     assert point(x) is x
+
+
+def test_generate_sizes_the_cache_once_for_prompt_and_new_tokens(monkeypatch):
+    """The cache's buffers are allocated once for prompt + new tokens (capped at block_size): no step copies the
+    prefix into a grown buffer."""
+    from aot.nn.cache import LayerCache
+
+    grown: list[int] = []
+    original = LayerCache._grow
+
+    def counting_grow(self, new, needed):  # type: ignore[no-untyped-def]
+        original(self, new, needed)
+        grown.append(self.capacity)
+
+    monkeypatch.setattr(LayerCache, "_grow", counting_grow)
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa", block_size=300)).eval()
+    model.generate(torch.randint(0, 13, (2, 5)), 280, temperature=0)  # 285 tokens: past MIN_CAPACITY = 256
+    assert grown == [285] * model.cfg.n_layer  # one allocation per layer, at the first call

@@ -66,13 +66,26 @@ def block() -> str:
         + f", but {min(r['ratio'] for r in step):.2f}–{max(r['ratio'] for r in step):.2f}× a whole training step: "
         f"SDPA kept{flex_text} |"
     )
-    longest = max(r["T"] for r in memory["rows"])
-    peaks = {r["model"]: r["peak_bytes"] for r in memory["rows"] if r["T"] == longest}
+    train = [r for r in memory["rows"] if r.get("kind", "train") == "train"]
+    longest = max(r["T"] for r in train)
+    peaks = {r["model"]: r["peak_bytes"] for r in train if r["T"] == longest}
     lines.append(
         f"| [training memory](benchmarks/bench/long_context_memory.md), one step, batch 1, T = {longest:,} | "
         + ", ".join(f"{name} {peak / 2**20:,.0f} MiB" for name, peak in peaks.items())
         + " |"
     )
+    generate = [r for r in memory["rows"] if r.get("kind") == "generate"]
+    if generate:
+        longest = max(r["T"] for r in generate)
+        at = {r["model"]: r for r in generate if r["T"] == longest}
+        lines.append(
+            f"| [decoding cache](benchmarks/bench/long_context_memory.md) after a prompt of {longest:,} tokens "
+            "(peak of prefill + decoding) | "
+            + ", ".join(
+                f"{name} {r['cache_bytes'] / 2**20:,.0f} MiB ({r['peak_bytes'] / 2**20:,.0f})" for name, r in at.items()
+            )
+            + " |"
+        )
     lines.append(
         "| [cached rotary tables](benchmarks/bench/rope_cache.md), training step, T = 128 | "
         + "; ".join(f"{r['model']}: {r['speedup']:.2f}×" for r in rope["rows"])

@@ -158,6 +158,11 @@ def peak_training_memory(
         threads=torch.get_num_threads(),
         steps=steps,
     )
+    return _run_probe(spec)
+
+
+def _run_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run :func:`_probe` on ``spec`` in a fresh Python process (its peak RSS is its own) and return its result."""
     import aot
 
     package_root = str(Path(aot.__file__).resolve().parents[1])  # the child imports this same aot
@@ -173,6 +178,40 @@ def peak_training_memory(
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise AotError(f"memory probe subprocess failed: {tail}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def peak_generation_memory(
+    cfg: ModelConfig, batch: int, prompt_len: int, n_new: int, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """Peak bytes of a cached greedy generation of ``n_new`` tokens after a ``prompt_len``-token prompt (the
+    prefill and the decoding steps; weights, activations and the cache, measured as for a training step), and
+    ``cache_bytes``: the bytes of the cache's filled entries after the prompt (exact, from ``Cache.nbytes``)."""
+    spec = dict(kind="generate", config=cfg.to_dict(), batch=batch, prompt_len=prompt_len, n_new=n_new)
+    if torch.device(device).type == "cuda":
+        return _generation_peak(spec, torch.device(device))
+    return _run_probe(dict(spec, threads=torch.get_num_threads()))
+
+
+def _generation_peak(spec: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """In this process (a fresh one on CPU): the peak of the generation, and the cache bytes after the prompt."""
+    from aot.models import build_model
+
+    cfg = ModelConfig.from_dict(spec["config"])
+    prompt = random_tokens(cfg, spec["batch"], spec["prompt_len"], device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    baseline = _reset_peak_rss() if device.type == "cpu" else 0
+    model: Any = build_model(cfg).to(device).eval()  # a CausalLM (cfg.task == "lm")
+    model.generate(prompt, spec["n_new"], temperature=0)
+    if device.type == "cuda":
+        peak, method = torch.cuda.max_memory_allocated(device), "torch.cuda.max_memory_allocated"
+    else:
+        peak, method = _max_rss_bytes() - baseline, "fresh subprocess: peak RSS (VmHWM) minus RSS before"
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(prompt, cache=cache)
+    return dict(peak_bytes=int(peak), cache_bytes=cache.nbytes, method=method)
 
 
 def _cuda_peak(
@@ -237,10 +276,15 @@ def _reset_peak_rss() -> int:
 
 def _probe(spec: dict[str, Any]) -> dict[str, Any]:
     """Run in a fresh process: peak RSS of ``steps`` (default 2) training steps minus the RSS after a tiny
-    warm-up step."""
+    warm-up step; for ``kind="generate"`` the peak of a cached generation (:func:`peak_generation_memory`)."""
     from aot.models import build_model
 
     torch.set_num_threads(int(spec["threads"]))
+    if spec.get("kind") == "generate":
+        tiny_cfg = ModelConfig.from_dict(spec["config"]).replace(n_layer=1, block_size=8)
+        tiny: Any = build_model(tiny_cfg).eval()
+        tiny.generate(random_tokens(tiny_cfg, 1, 4, "cpu"), 2, temperature=0)  # loads the kernels' code
+        return _generation_peak(spec, torch.device("cpu"))
     dtype = getattr(torch, str(spec["dtype"]).removeprefix("torch."))
     cfg = ModelConfig.from_dict(spec["config"])
     tiny_cfg = cfg.replace(n_layer=1, block_size=8)
