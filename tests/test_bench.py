@@ -236,6 +236,16 @@ def test_cpu_peak_memory_covers_the_model_state() -> None:
     assert peak >= 16 * n_params  # weights, gradients and AdamW's two moments, 4 bytes each
 
 
+@pytest.mark.slow
+def test_cpu_generation_memory_counts_the_cache_exactly() -> None:
+    from aot.bench.timing import peak_generation_memory
+
+    cfg = ModelConfig(block="aot-mssa", n_layer=2, n_embd=64, n_head=4, vocab_size=256, block_size=80)
+    result = peak_generation_memory(cfg, batch=2, prompt_len=64, n_new=8)
+    assert result["cache_bytes"] == 2 * 2 * 64 * 64 * 4  # layers × batch × tokens × (K·p) × 4 bytes: P only
+    assert result["peak_bytes"] >= 4 * build_model(cfg).num_params()  # at least the weights
+
+
 def test_op_categories() -> None:
     from aot.bench.breakdown import op_category
 

@@ -307,14 +307,29 @@ def test_dropout_applies_in_training_only():
     torch.testing.assert_close(model(idx)[0], model(idx)[0])
 
 
-def test_generate_with_and_without_cache_agree_greedily():
+@pytest.mark.parametrize(
+    "block, position",
+    [
+        ("aot-mssa", "learned"),
+        ("aot-mssa", "rope"),
+        ("aot-mhsa", "learned"),
+        ("transformer", "learned"),
+        ("llama", "rope"),
+    ],
+)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_generate_with_and_without_cache_agree_greedily(block, position, batch):
+    """Cached decoding picks, token by token, the argmax of a full forward over the whole prefix."""
     torch.manual_seed(0)
-    model = build_model(tiny("aot-mssa")).double().eval()
-    prompt = torch.randint(0, 13, (1, 3))
+    model = build_model(tiny(block, position=position)).double().eval()
+    prompt = torch.randint(0, 13, (batch, 3))
     with_cache = model.generate(prompt, 12, temperature=0, use_cache=True)  # runs past block_size=12
     without = model.generate(prompt, 12, temperature=0, use_cache=False)
-    assert with_cache.shape == (1, 15)
+    assert with_cache.shape == (batch, 15)
     assert torch.equal(with_cache[:, :12], without[:, :12])
+    for end in range(3, 12):  # each token is the argmax of the uncached logits of its prefix
+        logits, _ = model(with_cache[:, :end])
+        assert torch.equal(with_cache[:, end], logits[:, -1].argmax(-1))
 
 
 def test_run_with_cache_names_and_subspace_projection():
@@ -419,3 +434,44 @@ def test_lm_loss_ignores_labels_of_minus_100():
     log_probs = torch.log_softmax(logits, dim=-1)
     manual = -torch.stack([log_probs[b, t, idx[b, t + 1]] for b in range(2) for t in range(3, 6)]).mean()
     torch.testing.assert_close(loss, manual, rtol=1e-12, atol=1e-12)
+
+
+def test_hook_points_skip_module_calls_without_hooks_but_run_every_kind_of_hook():
+    """HookPoint.__call__ returns its input unless a hook is attached; module, global and backward hooks fire."""
+    from torch.nn.modules.module import register_module_forward_hook
+
+    model = build_model(tiny("aot-mssa")).eval()
+    point = model.backbone.blocks[0].hook_resid_pre
+    x = torch.randn(2, 3, 16)
+    assert point(x) is x
+    seen: list[str] = []
+    handle = point.register_forward_hook(lambda mod, inp, out: seen.append("module"))
+    point(x)
+    handle.remove()
+    handle = register_module_forward_hook(lambda mod, inp, out: seen.append(type(mod).__name__))
+    point(x)
+    handle.remove()
+    handle = point.register_full_backward_hook(lambda mod, grad_in, grad_out: seen.append("backward"))
+    point(x.requires_grad_()).sum().backward()
+    handle.remove()
+    assert seen == ["module", "HookPoint", "backward"]
+    assert point(x) is x
+
+
+def test_generate_sizes_the_cache_once_for_prompt_and_new_tokens(monkeypatch):
+    """The cache's buffers are allocated once for prompt + new tokens (capped at block_size): no step copies the
+    prefix into a grown buffer."""
+    from aot.nn.cache import LayerCache
+
+    grown: list[int] = []
+    original = LayerCache._grow
+
+    def counting_grow(self, new, needed):  # type: ignore[no-untyped-def]
+        original(self, new, needed)
+        grown.append(self.capacity)
+
+    monkeypatch.setattr(LayerCache, "_grow", counting_grow)
+    torch.manual_seed(0)
+    model = build_model(tiny("aot-mssa", block_size=300)).eval()
+    model.generate(torch.randint(0, 13, (2, 5)), 280, temperature=0)  # 285 tokens: past MIN_CAPACITY = 256
+    assert grown == [285] * model.cfg.n_layer  # one allocation per layer, at the first call

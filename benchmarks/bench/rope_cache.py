@@ -2,15 +2,17 @@
 2026-11-30) against cached per device and dtype (:meth:`aot.nn.rotary.Rotary.tables`), with MSSA's Q = K
 rotated once. Same model, same process, interleaved rounds (order reversed every other round); median step time.
 
-    flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/rope_cache.py [--rounds 6]
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/rope_cache.py [--rounds 4] [--note TEXT]
 
-Writes benchmarks/bench/rope_cache.json.
+Writes benchmarks/bench/rope_cache.json and rope_cache.md (``--markdown-only``: the table from the JSON).
+About 1.5 CPU-minutes with one thread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -47,9 +49,16 @@ VARIANTS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default: 4)")
+    parser.add_argument("--steps", type=int, default=2, help="timed training steps per round (default: 2)")
+    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("rope_cache.json")))
+    parser.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the JSON")
     args = parser.parse_args()
+    if args.markdown_only:
+        Path(args.out).with_suffix(".md").write_text(markdown(json.loads(Path(args.out).read_text())))
+        return
+    before = [round(x, 2) for x in os.getloadavg()]
     torch.manual_seed(0)
     rows = []
     for preset, layers in (("aot-mssa-tied-l-cpu", 8), ("llama-l-cpu", 6)):
@@ -70,9 +79,9 @@ def main() -> None:
                 Rotary.forward, attention._AttentionCore._rope = VARIANTS[name]  # type: ignore[method-assign]
                 step()
                 start = time.perf_counter()
-                for _ in range(3):
+                for _ in range(args.steps):
                     step()
-                times[name].append((time.perf_counter() - start) / 3)
+                times[name].append((time.perf_counter() - start) / args.steps)
         Rotary.forward, attention._AttentionCore._rope = VARIANTS["cached"]  # type: ignore[method-assign]
         medians = {name: statistics.median(v) for name, v in times.items()}
         rows.append(
@@ -84,11 +93,40 @@ def main() -> None:
         )
         print(f"{rows[-1]['model']}: {medians} -> {rows[-1]['speedup']:.2f}x")
     record = dict(
-        what="training step (AdamW), T=128, batch 16, fp32; median of interleaved rounds",
+        what=(
+            f"training step (AdamW), T=128, batch 16, fp32; per round one warm-up step and the mean of {args.steps} "
+            f"timed steps; median over {args.rounds} interleaved rounds (order reversed every other round)"
+        ),
         machine=machine_info(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        load_average_before=before,
+        load_average_after=[round(x, 2) for x in os.getloadavg()],
+        note=args.note,
         rows=rows,
     )
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    Path(args.out).with_suffix(".md").write_text(markdown(record))
+
+
+def markdown(record: dict) -> str:
+    m = record["machine"]
+    lines = [
+        "# Rotary tables: recomputed on every call against cached",
+        "",
+        f"{m['date']} · {m['processor']} · {m['cpu_count']} CPUs, {m['torch_threads']} thread · torch {m['torch']}"
+        f" · load average {record['load_average_before']} → {record['load_average_after']}",
+        "",
+        record["what"] + ".",
+        "",
+        record["note"],
+        "",
+        "| model | recomputed s/step | cached s/step | speed-up |",
+        "|---|---|---|---|",
+    ]
+    for r in record["rows"]:
+        t = r["step_seconds"]
+        lines.append(f"| {r['model']} | {t['recomputed']:.3f} | {t['cached']:.3f} | {r['speedup']:.2f}× |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

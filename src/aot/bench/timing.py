@@ -7,11 +7,11 @@ Peak memory of a training step (forward, backward, AdamW step; weights, gradient
 activations all count):
 - CUDA: ``torch.cuda.max_memory_allocated`` after a reset — the bytes held by tensors.
 - CPU: PyTorch frees tensors to the C allocator and no tensor-level counter exists (``tracemalloc`` does not
-  see them), so a fresh subprocess measures its peak resident set size over two training steps (Linux:
-  ``VmHWM``, reset to the current RSS through ``/proc/self/clear_refs``; elsewhere ``getrusage`` max RSS),
-  minus its RSS after importing torch and running a tiny step of the same block (which loads the kernels'
-  code pages). This is what the process really held, allocator slack included, so it is an upper bound on
-  the tensor bytes; figures to a few MB.
+  see them), so a fresh subprocess measures its peak resident set size over two training steps (or
+  ``steps``; Linux: ``VmHWM``, reset to the current RSS through ``/proc/self/clear_refs``; elsewhere
+  ``getrusage`` max RSS), minus its RSS after importing torch and running a tiny step of the same block
+  (which loads the kernels' code pages). This is what the process really held, allocator slack included,
+  so it is an upper bound on the tensor bytes; figures to a few MB.
 """
 
 from __future__ import annotations
@@ -138,13 +138,31 @@ def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
 
 
 def peak_training_memory(
-    cfg: ModelConfig, batch: int, seq_len: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+    cfg: ModelConfig,
+    batch: int,
+    seq_len: int,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    steps: int = 2,
 ) -> dict[str, Any]:
-    """Peak bytes of a training step of a model built from ``cfg`` (see the module docstring for how)."""
+    """Peak bytes of ``steps`` training steps of a model built from ``cfg`` (see the module docstring for how;
+    one step already holds weights, gradients, activations and, at its end, AdamW's state)."""
     device = torch.device(device)
     if device.type == "cuda":
-        return _cuda_peak(cfg, batch, seq_len, device, dtype)
-    spec = dict(config=cfg.to_dict(), batch=batch, seq_len=seq_len, dtype=str(dtype), threads=torch.get_num_threads())
+        return _cuda_peak(cfg, batch, seq_len, device, dtype, steps)
+    spec = dict(
+        config=cfg.to_dict(),
+        batch=batch,
+        seq_len=seq_len,
+        dtype=str(dtype),
+        threads=torch.get_num_threads(),
+        steps=steps,
+    )
+    return _run_probe(spec)
+
+
+def _run_probe(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run :func:`_probe` on ``spec`` in a fresh Python process (its peak RSS is its own) and return its result."""
     import aot
 
     package_root = str(Path(aot.__file__).resolve().parents[1])  # the child imports this same aot
@@ -162,14 +180,50 @@ def peak_training_memory(
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-def _cuda_peak(cfg: ModelConfig, batch: int, seq_len: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+def peak_generation_memory(
+    cfg: ModelConfig, batch: int, prompt_len: int, n_new: int, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """Peak bytes of a cached greedy generation of ``n_new`` tokens after a ``prompt_len``-token prompt (the
+    prefill and the decoding steps; weights, activations and the cache, measured as for a training step), and
+    ``cache_bytes``: the bytes of the cache's filled entries after the prompt (exact, from ``Cache.nbytes``)."""
+    spec = dict(kind="generate", config=cfg.to_dict(), batch=batch, prompt_len=prompt_len, n_new=n_new)
+    if torch.device(device).type == "cuda":
+        return _generation_peak(spec, torch.device(device))
+    return _run_probe(dict(spec, threads=torch.get_num_threads()))
+
+
+def _generation_peak(spec: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """In this process (a fresh one on CPU): the peak of the generation, and the cache bytes after the prompt."""
+    from aot.models import build_model
+
+    cfg = ModelConfig.from_dict(spec["config"])
+    prompt = random_tokens(cfg, spec["batch"], spec["prompt_len"], device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    baseline = _reset_peak_rss() if device.type == "cpu" else 0
+    model: Any = build_model(cfg).to(device).eval()  # a CausalLM (cfg.task == "lm")
+    model.generate(prompt, spec["n_new"], temperature=0)
+    if device.type == "cuda":
+        peak, method = torch.cuda.max_memory_allocated(device), "torch.cuda.max_memory_allocated"
+    else:
+        peak, method = _max_rss_bytes() - baseline, "fresh subprocess: peak RSS (VmHWM) minus RSS before"
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(prompt, cache=cache)
+    return dict(peak_bytes=int(peak), cache_bytes=cache.nbytes, method=method)
+
+
+def _cuda_peak(
+    cfg: ModelConfig, batch: int, seq_len: int, device: torch.device, dtype: torch.dtype, steps: int = 2
+) -> dict[str, Any]:
     from aot.models import build_model
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
     model = build_model(cfg).to(device)
     step = training_step(model, make_optimizer(model), random_tokens(cfg, batch, seq_len, device), dtype)
-    for _ in range(2):
+    for _ in range(steps):
         step()
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device)
@@ -221,10 +275,16 @@ def _reset_peak_rss() -> int:
 
 
 def _probe(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run in a fresh process: peak RSS of two training steps minus the peak after a tiny warm-up step."""
+    """Run in a fresh process: peak RSS of ``steps`` (default 2) training steps minus the RSS after a tiny
+    warm-up step; for ``kind="generate"`` the peak of a cached generation (:func:`peak_generation_memory`)."""
     from aot.models import build_model
 
     torch.set_num_threads(int(spec["threads"]))
+    if spec.get("kind") == "generate":
+        tiny_cfg = ModelConfig.from_dict(spec["config"]).replace(n_layer=1, block_size=8)
+        tiny: Any = build_model(tiny_cfg).eval()
+        tiny.generate(random_tokens(tiny_cfg, 1, 4, "cpu"), 2, temperature=0)  # loads the kernels' code
+        return _generation_peak(spec, torch.device("cpu"))
     dtype = getattr(torch, str(spec["dtype"]).removeprefix("torch."))
     cfg = ModelConfig.from_dict(spec["config"])
     tiny_cfg = cfg.replace(n_layer=1, block_size=8)
@@ -234,7 +294,7 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
     baseline = _reset_peak_rss()
     model = build_model(cfg)
     step = training_step(model, make_optimizer(model), random_tokens(cfg, spec["batch"], spec["seq_len"], "cpu"), dtype)
-    for _ in range(2):
+    for _ in range(int(spec.get("steps", 2))):
         step()
     return dict(peak_bytes=_max_rss_bytes() - baseline, method="fresh subprocess: peak RSS (VmHWM) minus RSS before")
 

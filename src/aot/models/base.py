@@ -9,7 +9,7 @@ from typing import Any
 from aot.config import ModelConfig
 from aot.errors import AotError
 from aot.models.backbone import Backbone, init_weights
-from aot.nn.cache import Cache
+from aot.nn.cache import MIN_CAPACITY, Cache
 from aot.nn.hooks import HookedModule
 
 CONFIG_NAME = "config.json"
@@ -45,8 +45,9 @@ class AotModel(HookedModule):
             total += param.numel()
         return total
 
-    def new_cache(self) -> Cache:
-        return Cache.for_layers(self.cfg.n_layer)
+    def new_cache(self, capacity: int = MIN_CAPACITY) -> Cache:
+        """An empty cache whose buffers first hold ``capacity`` tokens (they grow by doubling beyond)."""
+        return Cache.for_layers(self.cfg.n_layer, capacity)
 
     def no_weight_decay(self) -> set[str]:
         """Parameter names kept out of weight decay: biases, norms, embeddings of positions, η, and parameters

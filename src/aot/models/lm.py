@@ -75,8 +75,9 @@ class CausalLM(AotModel):
         """Sample ``max_new_tokens`` continuations of idx (B, T). ``temperature=0`` is greedy. A prompt longer
         than ``block_size`` keeps its last ``block_size`` tokens (and so does every later window).
         ``on_token(next_ids (B, 1))`` is called as each token is chosen (streaming)."""
-        cache = self.new_cache() if use_cache else None
         n_prompt = idx.shape[1]
+        capacity = min(self.cfg.block_size, n_prompt + max_new_tokens)  # sized once: the buffers never grow
+        cache = self.new_cache(capacity) if use_cache else None
         tokens = idx.new_empty(idx.shape[0], n_prompt + max_new_tokens)  # filled in place, no copy per step
         tokens[:, :n_prompt] = idx
         step_input = idx
@@ -84,7 +85,7 @@ class CausalLM(AotModel):
             if cache is None:
                 step_input = tokens[:, max(0, end - self.cfg.block_size) : end]
             elif cache.length + step_input.shape[1] > self.cfg.block_size:  # window full: restart
-                cache, step_input = self.new_cache(), tokens[:, max(0, end - self.cfg.block_size) : end]
+                cache, step_input = self.new_cache(capacity), tokens[:, max(0, end - self.cfg.block_size) : end]
             logits, _ = self(step_input, cache=cache)
             tokens[:, end : end + 1] = sample_next(logits[:, -1], temperature, top_k, generator, top_p)
             step_input = tokens[:, end : end + 1]

@@ -1,0 +1,108 @@
+"""The README's speed rows (``<!-- bench:speed -->`` block of the section "Cost side by side"), rendered from
+the JSON records of the scripts beside this one: generation.py, attention_paths.py, long_context_memory.py and
+rope_cache.py. tests/test_bench_scripts.py checks that the README holds exactly this block.
+
+    python benchmarks/bench/readme_rows.py            # rewrite the README's block from the records
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+README = HERE.parents[1] / "README.md"
+MARKER = "bench:speed"
+
+
+def _load(name: str) -> dict[str, Any]:
+    return dict(json.loads((HERE / f"{name}.json").read_text()))
+
+
+def _row(record: dict[str, Any], model: str, batch: int) -> dict[str, Any]:
+    return next(r for r in record["rows"] if r["model"] == model and r["batch"] == batch)
+
+
+def block() -> str:
+    gen, paths, memory, rope = (
+        _load(n) for n in ("generation", "attention_paths", "long_context_memory", "rope_cache")
+    )
+    lines = [
+        "| measured (benchmarks/bench/, 1 thread, shared 2-core Intel Xeon) | result |",
+        "|---|---|",
+    ]
+    cells = []
+    for batch in (1, 8):
+        ours, hf = _row(gen, "aot GPT-2", batch), _row(gen, "HF GPT2LMHeadModel", batch)
+        same = "same tokens" if ours["same_tokens_as_hf"] else "tokens differ"
+        cells.append(
+            f"batch {batch}: {ours['tokens_per_s']:,.0f} tok/s against HF's {hf['tokens_per_s']:,.0f} "
+            f"(**{ours['ratio_vs_hf']:.2f}×**, {same})"
+        )
+    mssa = [_row(gen, "aot AoT-MSSA (tied)", b)["tokens_per_s"] for b in (1, 8)]
+    lines.append(
+        f"| [greedy generation](benchmarks/bench/generation.md), our GPT-2 against HF `generate`, same weights, "
+        f"{gen['new_tokens']} new tokens | " + "; ".join(cells) + f"; AoT-MSSA (tied, 6 layers) {mssa[0]:,.0f} / "
+        f"{mssa[1]:,.0f} tok/s |"
+    )
+    alone = [r for r in paths["rows"] if r["kind"] == "training" and r["variant"] == "blocked-64"]
+    step = [r for r in paths["rows"] if r["kind"] == "model" and r["variant"] == "blocked-64"]
+    short = [r["ratio"] for r in alone if r["T"] <= 512]
+    long = [r for r in alone if r["T"] > 512]
+    flex = next((r for r in paths["rows"] if r["kind"] == "flex"), None)
+    flex_text = (
+        f"; FlexAttention has no CPU backward (its forward {flex['ratio']:.2f}× SDPA after a "
+        f"{flex['compile_seconds']:.0f} s compile)"
+        if flex
+        else ""
+    )
+    lines.append(
+        "| [attention paths for MSSA training](benchmarks/bench/attention_paths.md) against SDPA | blocked causal "
+        f"attention reusing P: {min(short):.2f}–{max(short):.2f}× alone at T ≤ 512"
+        + "".join(f", {r['ratio']:.2f}× at T = {r['T']}" for r in long)
+        + f", but {min(r['ratio'] for r in step):.2f}–{max(r['ratio'] for r in step):.2f}× a whole training step: "
+        f"SDPA kept{flex_text} |"
+    )
+    train = [r for r in memory["rows"] if r.get("kind", "train") == "train"]
+    longest = max(r["T"] for r in train)
+    peaks = {r["model"]: r["peak_bytes"] for r in train if r["T"] == longest}
+    lines.append(
+        f"| [training memory](benchmarks/bench/long_context_memory.md), one step, batch 1, T = {longest:,} | "
+        + ", ".join(f"{name} {peak / 2**20:,.0f} MiB" for name, peak in peaks.items())
+        + " |"
+    )
+    generate = [r for r in memory["rows"] if r.get("kind") == "generate"]
+    if generate:
+        longest = max(r["T"] for r in generate)
+        at = {r["model"]: r for r in generate if r["T"] == longest}
+        lines.append(
+            f"| [decoding cache](benchmarks/bench/long_context_memory.md) after a prompt of {longest:,} tokens "
+            "(peak of prefill + decoding) | "
+            + ", ".join(
+                f"{name} {r['cache_bytes'] / 2**20:,.0f} MiB ({r['peak_bytes'] / 2**20:,.0f})" for name, r in at.items()
+            )
+            + " |"
+        )
+    lines.append(
+        "| [cached rotary tables](benchmarks/bench/rope_cache.md), training step, T = 128 | "
+        + "; ".join(f"{r['model']}: {r['speedup']:.2f}×" for r in rope["rows"])
+        + " (against recomputing them in every layer) |"
+    )
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path = README) -> None:
+    text = readme.read_text()
+    pattern = re.compile(rf"(<!-- {MARKER} -->\n).*?(<!-- /{MARKER} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{readme} has no <!-- {MARKER} --> block")
+    readme.write_text(pattern.sub(lambda m: m.group(1) + block() + "\n" + m.group(2), text))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        raise SystemExit("usage: python benchmarks/bench/readme_rows.py (no arguments)")
+    update_readme()

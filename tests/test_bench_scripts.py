@@ -1,0 +1,121 @@
+"""The candidates timed by the scripts in benchmarks/bench/ compute what they claim (float64, against the
+explicit reference attention), so that their recorded timings compare equal computations."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from aot.nn.attention import causal_mask, reference_attention
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench"
+
+
+def load_script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("T", [1, 5, 16, 37])
+@pytest.mark.parametrize("shared_values", [True, False])
+def test_blocked_causal_attention_equals_the_reference_with_gradients(T, shared_values):
+    paths = load_script("attention_paths")
+    torch.manual_seed(T)
+    x = torch.randn(2, 3, T, 8, dtype=torch.float64, requires_grad=True)
+    v = x if shared_values else torch.randn(2, 3, T, 8, dtype=torch.float64, requires_grad=True)
+    inputs = [x] if shared_values else [x, v]
+    out = paths.blocked_causal_attention(x, v, scale=0.3, block=8)
+    expected, _ = reference_attention(x, x, v, scale=0.3, mask=causal_mask(T, T, x.device))
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, inputs, grad), torch.autograd.grad(expected, inputs, grad)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(
+        paths.blocked_autograd(x, 8),
+        reference_attention(x, x, x, scale=paths.SCALE, mask=causal_mask(T, T, x.device))[0],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+def test_symmetric_noncausal_attention_equals_the_reference_with_gradients():
+    paths = load_script("attention_paths")
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 11, 8, dtype=torch.float64, requires_grad=True)
+    out = paths.SymmetricNonCausal.apply(x)
+    expected, _ = reference_attention(x, x, x, scale=paths.SCALE, mask=None)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(out)
+    (a,) = torch.autograd.grad(out, x, grad)
+    (b,) = torch.autograd.grad(expected, x, grad)
+    torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_recorded_attention_paths_table_is_generated_from_its_json():
+    paths = load_script("attention_paths")
+    record = json.loads((BENCH / "attention_paths.json").read_text())
+    assert (BENCH / "attention_paths.md").read_text() == paths.markdown(record)
+    assert record["omp_num_threads"] == "1" and record["machine"]["torch_threads"] == 1
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_generation_bench_our_greedy_tokens_equal_hf_generate(batch):
+    """benchmarks/bench/generation.py times two generations of the same tokens: our cached greedy decoding and
+    HF's GPT2LMHeadModel.generate with our weights (end-of-text switched off) agree token by token."""
+    pytest.importorskip("transformers")
+    generation = load_script("generation")
+    ours, theirs = generation.gpt2_pair(block_size=40, n_layer=2, n_embd=32, n_head=2)
+    prompt = torch.randint(0, ours.cfg.vocab_size, (batch, 5), generator=torch.Generator().manual_seed(1))
+    mine = generation.generate_ours(ours, prompt, 30)
+    assert mine.shape == (batch, 35)
+    assert torch.equal(mine, generation.generate_hf(theirs, prompt, 30))
+
+
+def test_recorded_generation_table_is_generated_from_its_json():
+    generation = load_script("generation")
+    record = json.loads((BENCH / "generation.json").read_text())
+    assert (BENCH / "generation.md").read_text() == generation.markdown(record)
+    assert all(r["same_tokens_as_hf"] for r in record["rows"] if r["model"] == "aot GPT-2")
+
+
+def test_recorded_rope_cache_table_is_generated_from_its_json():
+    rope = load_script("rope_cache")
+    record = json.loads((BENCH / "rope_cache.json").read_text())
+    assert (BENCH / "rope_cache.md").read_text() == rope.markdown(record)
+    for row in record["rows"]:
+        assert row["speedup"] == pytest.approx(row["step_seconds"]["recomputed"] / row["step_seconds"]["cached"])
+
+
+def test_long_context_memory_fit_and_recorded_table():
+    memory = load_script("long_context_memory")
+    gib = 1024**3
+    # 1 GiB at T = 1000 and 2 GiB at T = 2000: 16 GiB at T = 16000 on that line
+    assert memory.fits_up_to([(500, 7 * gib), (1000, gib), (2000, 2 * gib)]) == 16000
+    assert memory.fits_up_to([(1000, gib)]) is None
+    record = json.loads((BENCH / "long_context_memory.json").read_text())
+    assert (BENCH / "long_context_memory.md").read_text() == memory.markdown(record)
+    by_model: dict[str, dict[int, int]] = {}
+    for row in record["rows"]:
+        if row.get("kind", "train") == "train":
+            by_model.setdefault(row["model"], {})[row["T"]] = row["peak_bytes"]
+    for T, gpt2 in by_model["GPT-2"].items():  # the recorded claim: MSSA needs less than GPT-2 at every length
+        assert by_model["AoT-MSSA (tied)"][T] < by_model["AoT-MHSA"][T] < gpt2
+    cache = {(r["model"], r["T"]): r["cache_bytes"] for r in record["rows"] if r.get("kind") == "generate"}
+    assert cache, "no generation rows recorded"
+    for (model, T), nbytes in cache.items():  # MSSA caches P only: exactly half of MHSA's K and V
+        if model == "AoT-MSSA (tied)":
+            assert 2 * nbytes == cache[("AoT-MHSA", T)] == cache[("GPT-2", T)] == 2 * 6 * 256 * 4 * T
+
+
+def test_readme_speed_rows_are_rendered_from_the_records():
+    rows = load_script("readme_rows")
+    readme = (BENCH.parents[1] / "README.md").read_text()
+    assert f"<!-- {rows.MARKER} -->\n{rows.block()}\n<!-- /{rows.MARKER} -->" in readme
