@@ -18,7 +18,7 @@ from aot.report.document import Block
 PRESETS = ("tiny", "quick", "full", "paper")
 PRESET_HELP = {
     "tiny": "for tests: seconds per part, numbers mean nothing",
-    "quick": "every part at a small size: about 20 minutes on a quiet 2-core CPU (estimated from recorded step times)",
+    "quick": "every part at a small size: 22 minutes measured on a 2-core CPU at one torch thread (benchmarks/report)",
     "full": "a few CPU hours: the recorded CPU-scale benchmarks",
     "paper": "the paper's scale: 102M-182M models on OpenWebText / ImageNet with torchrun on GPUs",
 }
