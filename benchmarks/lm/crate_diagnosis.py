@@ -55,20 +55,32 @@ VARIANTS: dict[str, tuple[dict[str, Any], float]] = {
     "crate-8 residual": ({**CRATE, "n_layer": 8, **RESIDUAL}, 3e-3),
     "crate-8 residual lr1e-3": ({**CRATE, "n_layer": 8, **RESIDUAL}, 1e-3),
     "crate-24 residual": ({**CRATE, "n_layer": 24, **RESIDUAL}, 3e-3),
+    "crate-4 residual": ({**CRATE, "n_layer": 4, **RESIDUAL}, 3e-3),
+    "crate-4 residual d88": ({**CRATE, "n_layer": 4, "n_embd": 88, **RESIDUAL}, 3e-3),  # 93k: width over depth
 }
 
 
-def token_share(model: torch.nn.Module, data: LMData) -> float:
-    """‖H − mean(H)‖ / ‖H‖ for the final hidden states H of 32 val windows."""
-    val = data.splits["val"]
-    starts = eval_windows(val, CONTEXT, 32)
-    idx = torch.from_numpy(np.stack([val[s : s + CONTEXT] for s in starts]).astype(np.int64))
-    with torch.no_grad():
-        h = model.backbone(model.embed(idx)).reshape(-1, D)  # type: ignore[operator]
+def _share(h: torch.Tensor) -> float:
+    h = h.reshape(-1, h.shape[-1])
     return float((h - h.mean(0)).norm() / h.norm())
 
 
-def run_variant(name: str, overrides: dict[str, Any], lr: float, steps: int, data: LMData, baselines: dict) -> dict:
+def _val_windows(data: LMData) -> torch.Tensor:
+    val = data.splits["val"]
+    return torch.from_numpy(np.stack([val[s : s + CONTEXT] for s in eval_windows(val, CONTEXT, 32)]).astype(np.int64))
+
+
+def token_share(model: torch.nn.Module, data: LMData, per_layer: bool = False) -> float | list[float]:
+    """‖H − mean(H)‖ / ‖H‖ for the final hidden states H of 32 val windows (``per_layer``: the residual stream
+    after each block instead)."""
+    with torch.no_grad():
+        h, layers = model.backbone(model.embed(_val_windows(data)), return_intermediates=True)  # type: ignore[operator]
+    return [_share(x) for x in layers] if per_layer else _share(h)
+
+
+def run_variant(
+    name: str, overrides: dict[str, Any], lr: float, steps: int, data: LMData, baselines: dict, trace: tuple = ()
+) -> dict:
     torch.manual_seed(0)
     cfg = ModelConfig.from_dict({**BASE, **overrides})
     model = build_model(cfg)
@@ -77,7 +89,10 @@ def run_variant(name: str, overrides: dict[str, Any], lr: float, steps: int, dat
     token_bytes = data.tokenizer.token_byte_lengths()
     start = time.process_time()
     curve = []
+    layer_share = {}
     for step in range(steps):
+        if step in trace:
+            layer_share[step] = token_share(model, data, per_layer=True)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, lr, WARMUP, steps, lr / 10)
         (tokens,) = batches.get(step)
@@ -102,6 +117,7 @@ def run_variant(name: str, overrides: dict[str, Any], lr: float, steps: int, dat
         "unigram": baselines["unigram"]["loss"],
         "bigram": baselines["bigram"]["loss"],
         "train_curve": curve,
+        "layer_share": layer_share,
         "cpu_seconds": time.process_time() - start,
     }
 
@@ -131,6 +147,22 @@ def markdown(store: dict) -> str:
             f"| {r['name']} | {layers} | {r['non_embedding_params'] / 1e3:.0f}k | {r['lr']:g} | {r['steps']} | "
             f"{r['val_loss']:.3f} | {gap} | {r['token_share']:.3f} | {r['cpu_seconds']:.0f} |"
         )
+    traced = [r for r in runs if r.get("layer_share")]
+    if traced:
+        lines += [
+            "",
+            "Token share of the residual stream after each block, early in training (`--trace`): the first, the",
+            "middle and the last block.",
+            "",
+            "| variant | step | after block 1 | middle | last | val loss at the end |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in traced:
+            for step, share in r["layer_share"].items():
+                lines.append(
+                    f"| {r['name']} | {step} | {share[0]:.3f} | {share[len(share) // 2]:.3f} | {share[-1]:.3f} | "
+                    f"{r['val_loss']:.3f} ({r['steps']} steps) |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -138,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=list(VARIANTS), metavar="VARIANT", help="run these only")
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps (x 16 x 64 tokens; default 300)")
+    parser.add_argument(
+        "--trace", action="store_true", help="record the token share after every block at steps 0, 10, 20, 30, 60"
+    )
     args = parser.parse_args(argv)
     path = HERE / "crate_diagnosis.json"
     store = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
@@ -145,11 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     token_bytes = data.tokenizer.token_byte_lengths()
     baselines = ngram_baselines(data.splits["train"], data.splits["val"], data.vocab_size, token_bytes)
     for name in args.only or list(VARIANTS):
-        key = f"{name} @{args.steps}"
+        key = f"{name} @{args.steps}{' traced' if args.trace else ''}"
         if key in store["runs"]:
             continue
         overrides, lr = VARIANTS[name]
-        store["runs"][key] = row = run_variant(name, overrides, lr, args.steps, data, baselines)
+        trace = (0, 10, 20, 30, 60) if args.trace else ()
+        store["runs"][key] = row = run_variant(name, overrides, lr, args.steps, data, baselines, trace)
         store["machine"] = machine_info()
         path.write_text(json.dumps(store, indent=2) + "\n")
         (HERE / "crate_diagnosis.md").write_text(markdown(store))

@@ -1,6 +1,7 @@
-"""AoT-MSSA (learned W_O and tied), AoT-MHSA, GPT-2 (`transformer`), CRATE and Llama at matched non-embedding
-parameters (~4.7M, d = 256) and the same token budget on Shakespeare, bytes and BPE-4096: val / test loss,
-tokens/s, wall time, along four axes: position scheme, learning rate, seed, training budget.
+"""AoT-MSSA (learned W_O and tied), AoT-MHSA, GPT-2 (`transformer`), CRATE (as in its code, and with the ISTA
+step as a residual increment) and Llama at matched non-embedding parameters (~4.7M, d = 256) and the same token
+budget on Shakespeare, bytes and BPE-4096: val / test loss, tokens/s, wall time, along the axes position scheme,
+learning rate, seed and budget (``--steps``; periodic evaluations show the gap along the way).
 
     PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock           # the comparison (tag main)
     PYTHONPATH=src python benchmarks/lm/run.py --plan --tag grid --positions learned rope \\
@@ -41,7 +42,7 @@ from aot.runinfo import machine_info
 from aot.train.lm_task import build_run_config, train_lm
 
 HERE = Path(__file__).resolve().parent
-MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu"]
+MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu", "crate-res-l-cpu"]
 ALL_MODELS = [*MODELS, "aot-mssa-tied-l-cpu", "llama-l-cpu"]
 TOKENIZERS = ["bytes", "bpe-4096"]
 PRESET = "cpu-bench"
