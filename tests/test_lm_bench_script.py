@@ -43,7 +43,7 @@ def args(**changes) -> argparse.Namespace:  # type: ignore[no-untyped-def]
     return argparse.Namespace(**{**base, **changes})
 
 
-def row(run, val_loss: float, sweep: bool = True) -> dict:  # type: ignore[no-untyped-def]
+def row(run, val_loss: float) -> dict:  # type: ignore[no-untyped-def]
     return {
         "key": run.key,
         "tag": run.tag,
@@ -54,7 +54,6 @@ def row(run, val_loss: float, sweep: bool = True) -> dict:  # type: ignore[no-un
         "lr": run.lr,
         "seed": run.seed,
         "extra": list(run.extra),
-        "sweep": sweep,
         "val_loss": val_loss,
         "bigram_val_loss": 2.5,
     }
@@ -111,6 +110,20 @@ def test_default_plan_keeps_the_recorded_keys(bench):
     assert {r.model for r in plan.runs if r.key not in recorded} <= {"crate-res-l-cpu"}  # added after the rows
 
 
+def test_rows_recorded_before_the_axes_join_a_sweep(bench):
+    """A main row (lr 1e-3 from the preset, no lr / seed fields) is the 1e-3 point of a sweep in tag main."""
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    sweep = args(tag="main", models=["gpt2-cpu"], positions=None, lrs=[1e-3, 3e-3], seeds=[0, 1])
+    plan = bench.make_plan(sweep, store)
+    main_row = next(r for r in store["runs"] if r["tag"] == "main" and r["model"] == "gpt2-cpu")
+    assert main_row["key"] == plan.runs[0].key and plan.runs[0].lr == 1e-3
+    assert len(plan.pending) == 1  # 3e-3 not run yet
+    (run_3e3,) = [r for r in plan.runs if r.lr == 3e-3]
+    store["runs"].append(row(run_3e3, main_row["val_loss"] - 0.1))
+    (seed1,) = [r for r in bench.make_plan(sweep, store).runs if r.seed == 1]
+    assert seed1.lr == 3e-3
+
+
 def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
     plan = bench.make_plan(args(models=["aot-mssa-l-cpu"], positions=["rope"], seeds=[0, 1]), {"runs": []})
     store: dict = {"runs": []}
@@ -118,7 +131,7 @@ def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
         store["runs"].append(row(run, loss))
     winner = bench.make_plan(args(models=["aot-mssa-l-cpu"], positions=["rope"], seeds=[0, 1]), store)
     seed1 = next(r for r in winner.runs if r.seed == 1)
-    store["runs"].append(row(seed1, 2.6, sweep=False))
+    store["runs"].append(row(seed1, 2.6))
     for r, run in zip(store["runs"], [*plan.runs, seed1]):
         r.update(
             tokens_per_second=1000.0,

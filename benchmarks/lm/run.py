@@ -132,13 +132,29 @@ def best_lr(rows: list[dict[str, Any]]) -> float | None:
     return float(best["lr"])
 
 
-def sweep_winners(store: dict, tag: str, lrs: list[float] | None = None) -> dict[tuple, float]:
-    """For each sweep group of ``tag``: the best lr among its recorded sweep rows (first seed, one per lr).
-    With ``lrs``, a group has a winner only once every one of those lrs is recorded (a half-done sweep has none)."""
+def with_axes(row: dict) -> dict:
+    """A results.json row with its axes (position, lr, seed, extra overrides) as fields; rows recorded before
+    the axes existed carry them only in ``overrides``, which is read here."""
+    sets = dict(item.split("=", 1) for item in row["overrides"] if "=" in item)
+    axes = {
+        "position": sets.get("model.position"),
+        "lr": float(sets.get("train.lr", PRESET_LR)),
+        "seed": int(sets.get("train.seed", 0)),
+        "extra": [
+            o for o in row["overrides"] if o.split("=", 1)[0] not in ("model.position", "train.lr", "train.seed")
+        ],
+    }
+    return {**axes, **row}
+
+
+def sweep_winners(store: dict, tag: str, lrs: list[float] | None = None, seed: int = 0) -> dict[tuple, float]:
+    """For each sweep group of ``tag`` (tokenizer, model, position, extra overrides): the best lr among its
+    rows at ``seed``. With ``lrs``, a group has a winner only once each of them is recorded (a half-done sweep
+    has none) and only those compete."""
     groups: dict[tuple, list[dict]] = {}
-    for r in store["runs"]:
-        if r["tag"] == tag and r.get("sweep"):
-            key = (r["tokenizer"], r["model"], r.get("position"), tuple(r.get("extra", [])))
+    for r in map(with_axes, store["runs"]):
+        if r["tag"] == tag and r["seed"] == seed:
+            key = (r["tokenizer"], r["model"], r["position"], tuple(r["extra"]))
             groups.setdefault(key, []).append(r)
     winners = {}
     for key, rows in groups.items():
@@ -158,11 +174,11 @@ def make_plan(args: argparse.Namespace, store: dict) -> Plan:
     plan = Plan()
     lrs: list[float | None] = list(args.lrs) if args.lrs else [None]
     positions: list[str | None] = list(args.positions) if args.positions else [None]
-    if args.lr_from:
-        winners = sweep_winners(store, args.lr_from)
-    else:
-        winners = sweep_winners(store, args.tag, [PRESET_LR if lr is None else lr for lr in lrs])
     first, *others = args.seeds
+    if args.lr_from:
+        winners = sweep_winners(store, args.lr_from, seed=first)
+    else:
+        winners = sweep_winners(store, args.tag, [PRESET_LR if lr is None else lr for lr in lrs], first)
     for tokenizer in args.tokenizers:
         for model in args.models:
             for position in positions:
@@ -268,8 +284,7 @@ def train_one(run: Run, args: argparse.Namespace, store: dict, results_path: Pat
         with cpu_lock(args.lock):
             train_lm(run.config(), out, "cpu", resume="auto")  # a killed run continues from its checkpoint
     result = json.loads((out / "results.json").read_text())
-    sweep = bool(args.lrs and len(args.lrs) > 1 and run.seed == args.seeds[0])
-    row = summary_row(run, result, sweep)
+    row = summary_row(run, result)
     store["runs"] = [r for r in store["runs"] if r["key"] != run.key] + [{"key": run.key, **row}]
     store["machine"] = machine_info()
     results_path.write_text(json.dumps(store, indent=2) + "\n")
@@ -277,7 +292,7 @@ def train_one(run: Run, args: argparse.Namespace, store: dict, results_path: Pat
     print(json.dumps({k: row[k] for k in ("tag", "tokenizer", "model", "overrides", "val_loss")}), flush=True)
 
 
-def summary_row(run: Run, result: dict, sweep: bool = False) -> dict:
+def summary_row(run: Run, result: dict) -> dict:
     cfg = result["config"]
     return {
         "tag": run.tag,
@@ -288,7 +303,6 @@ def summary_row(run: Run, result: dict, sweep: bool = False) -> dict:
         "lr": float(cfg["train"]["lr"]),
         "seed": int(result["seed"]),
         "extra": list(run.extra),
-        "sweep": sweep,
         "block": result["model"]["block"],
         "n_layer": result["model"]["n_layer"],
         "non_embedding_params": result["model"]["non_embedding_params"],
@@ -311,9 +325,9 @@ def seed_summary(store: dict) -> list[dict]:
     """Per (tag, tokenizer, model, position, extra overrides): the rows at the group's best lr (the lr whose
     mean val loss is lowest), with the mean and min-max of val loss over their seeds."""
     groups: dict[tuple, dict[float, list[dict]]] = {}
-    for r in store["runs"]:
-        key = (r["tag"], r["tokenizer"], r["model"], r.get("position"), tuple(r.get("extra", r["overrides"])))
-        groups.setdefault(key, {}).setdefault(float(r.get("lr", PRESET_LR)), []).append(r)
+    for r in map(with_axes, store["runs"]):
+        key = (r["tag"], r["tokenizer"], r["model"], r["position"], tuple(r["extra"]))
+        groups.setdefault(key, {}).setdefault(r["lr"], []).append(r)
     rows = []
     for key, by_lr in groups.items():
         lr, best = min(by_lr.items(), key=lambda item: statistics.fmean(r["val_loss"] for r in item[1]))
@@ -327,7 +341,7 @@ def seed_summary(store: dict) -> list[dict]:
                 "extra": list(key[4]),
                 "lr": lr,
                 "lrs_tried": sorted(by_lr),
-                "seeds": sorted(int(r.get("seed", 0)) for r in best),
+                "seeds": sorted(r["seed"] for r in best),
                 "val_mean": statistics.fmean(losses),
                 "val_min": min(losses),
                 "val_max": max(losses),
@@ -347,13 +361,13 @@ def quality_curves(store: dict, tag: str) -> list[dict]:
             continue
         rows = [
             r
-            for r in store["runs"]
+            for r in map(with_axes, store["runs"])
             if r["tag"] == tag
             and r["tokenizer"] == s["tokenizer"]
             and r["model"] == s["model"]
-            and r.get("position") == s["position"]
-            and r.get("extra", []) == s["extra"]
-            and r.get("lr") == s["lr"]
+            and r["position"] == s["position"]
+            and r["extra"] == s["extra"]
+            and r["lr"] == s["lr"]
             and r.get("evals")
         ]
         if not rows:
