@@ -88,8 +88,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             "crate-res-l-cpu",
             _lm("crate", 24, 256, 4, tied_output=False, ista_residual=True, **_CPU_LM),
-            "CRATE, 24 layers, the ISTA step added to the stream (without it a deep causal LM stays at the "
-            "unigram: benchmarks/lm/crate_diagnosis.md)",
+            "CRATE, 24 layers, ISTA step added to the stream",  # why: benchmarks/lm/crate_diagnosis.md
         ),
         Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
         # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
