@@ -426,7 +426,7 @@ def markdown(store: dict) -> str:
         "Tokens/s come from a 2-core machine shared with other jobs (heavy runs serialised by flock, light ones "
         "not): read them as ±30 %; losses at a fixed token budget do not depend on it.",
         "",
-        "Context 256, batch 16, AdamW lr 1e-3 unless the row says otherwise (warm-up 40, cosine to 1e-4), bf16 "
+        "Context 256, batch 16, AdamW lr 1e-3 unless the row says otherwise (warm-up 40, cosine to lr/10), bf16 "
         "autocast, seed 0 unless the row says otherwise; val / test loss in nats/token on the last 10 % (val 5 %, "
         "test 5 %; 128 windows of 256 tokens each). Gap = val loss relative to GPT-2's with the same tokenizer "
         "and overrides (where that run exists, else the main GPT-2 run).",
