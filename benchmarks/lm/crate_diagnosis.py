@@ -134,7 +134,8 @@ def markdown(store: dict) -> str:
         "(0.9, 0.95), weight decay 0.1, warm-up 30, cosine to lr/10, fp32, one seed (0). Val loss in nats/byte on "
         f"128 windows; unigram {runs[0]['unigram']:.3f}, bigram {runs[0]['bigram']:.3f}. Gap: to GPT-2 (2 layers, "
         "lr 3e-3) at the same steps. Token share: 0 = every token has the same final hidden state. One seed and "
-        "a tiny model: read directions, not decimals.",
+        "a tiny model: read directions, not decimals. A row's command: `... crate_diagnosis.py --steps STEPS "
+        "--only 'VARIANT'` (the rows at 100 steps add `--trace`); the variants' configs are in the script.",
         "",
         "| variant | layers | non-emb. params | lr | steps | val loss | gap to GPT-2 | token share | CPU s |",
         "|---|---|---|---|---|---|---|---|---|",
