@@ -158,3 +158,24 @@ def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit, match="no runs"):
         bench.draw_quality_per_compute(store, "other", tmp_path / "none.png")
+
+
+def test_plan_prints_done_runs_and_the_time_still_needed(bench, capsys, tmp_path):
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    plan = bench.make_plan(
+        args(
+            tag="main",
+            tokenizers=["bytes"],
+            models=["gpt2-cpu", "crate-res-l-cpu"],
+            positions=None,
+            lrs=None,
+            seeds=[0],
+        ),
+        store,
+    )
+    total = bench.print_plan(plan, store, str(tmp_path))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == ["done", "run"]  # gpt2's main row is recorded
+    (todo,) = [r for r in plan.runs if r.model == "crate-res-l-cpu"]
+    assert total == pytest.approx(todo.tokens() * todo.training_flops_per_token() / bench.flops_per_second(store))
+    assert todo.tokens() == 250 * 16 * 256
