@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from aot.config import ModelConfig
+from aot.errors import ConfigError
 from aot.models import build_model
 from aot.nn.attention import MultiHeadSubspaceSelfAttention, use_reference_attention
-from aot.nn.blocks import AttentionOnlyBlock
+from aot.nn.blocks import AttentionOnlyBlock, CrateBlock
 from aot.nn.feedforward import ISTA
 from aot.nn.rotary import Rotary
 
@@ -121,6 +122,42 @@ def test_ista_step_equals_crate_formula_in_column_form():
     expected = np.maximum(Z - 0.1 * D.T @ (D @ Z - Z) - 0.1 * 0.1, 0.0)
     out = ista(torch.from_numpy(Z.T))
     np.testing.assert_allclose(out.detach().numpy().T, expected, rtol=1e-10, atol=1e-12)
+
+
+def _crate_half_step(Y: np.ndarray, D: np.ndarray, g: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """u = LN(y) per column (affine g, b; eps 1e-5) and the ISTA step ReLU(u − η Dᵀ(D u − u) − η λ), η = λ = 0.1."""
+    mean, var = Y.mean(axis=0), Y.var(axis=0)
+    u = (Y - mean) / np.sqrt(var + 1e-5) * g[:, None] + b[:, None]
+    return u, np.maximum(u - 0.1 * D.T @ (D @ u - u) - 0.1 * 0.1, 0.0)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_crate_block_replaces_or_increments_the_stream(residual):
+    """CRATE's code: Z ← ISTA(LN(Y)); ista_residual: Z ← Y + ISTA(LN(Y)) − LN(Y), where Y = Z + MSSA(LN(Z)) is
+    the block's stream after attention (taken from the module's hook, so only the ISTA half is checked here)."""
+    d, N = 8, 5
+    rng = np.random.default_rng(4)
+    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_residual=residual)
+    block = CrateBlock(cfg).double()
+    D, g, b = rng.standard_normal((d, d)), rng.uniform(0.5, 1.5, d), rng.standard_normal(d) * 0.1
+    with torch.no_grad():
+        block.mlp.dictionary.copy_(torch.from_numpy(D))
+        block.mlp_norm.weight.copy_(torch.from_numpy(g))
+        block.mlp_norm.bias.copy_(torch.from_numpy(b))
+    seen = {}
+    block.hook_resid_mid.register_forward_hook(lambda module, args, out: seen.update(mid=out))
+    out = block(torch.from_numpy(rng.standard_normal((1, N, d))))[0].detach().numpy().T
+    Y = seen["mid"][0].detach().numpy().T  # d × N
+    u, step = _crate_half_step(Y, D, g, b)
+    expected = Y + step - u if residual else step
+    np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-11)
+    if residual:  # the increment form keeps the stream: a zero ISTA displacement leaves Z as it was
+        assert not np.allclose(out, step)
+
+
+def test_ista_residual_is_for_crate_only():
+    with pytest.raises(ConfigError, match="ista_residual"):
+        ModelConfig(block="aot-mssa", ista_residual=True)
 
 
 def test_rotary_scores_depend_only_on_relative_position():

@@ -1,13 +1,28 @@
-"""AoT-MSSA, AoT-MHSA, GPT-2 (`transformer`) and CRATE at matched non-embedding parameters (~4.7M, d = 256)
-and the same token budget on Shakespeare, bytes and BPE-4096: val / test loss, tokens/s, wall time.
+"""AoT-MSSA (learned W_O and tied), AoT-MHSA, GPT-2 (`transformer`), CRATE (as in its code, and with the ISTA
+step as a residual increment) and Llama at matched non-embedding parameters (~4.7M, d = 256) and the same token
+budget on Shakespeare, bytes and BPE-4096: val / test loss, tokens/s, wall time, along the axes position scheme,
+learning rate, seed and budget (``--steps``; periodic evaluations show the gap along the way).
 
-    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock           # the comparison
-    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock --tag explore \
-        --models aot-mssa-l-cpu --set model.residual_scale=channel --set model.residual_scale_init=0.1
+    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock           # the comparison (tag main)
+    PYTHONPATH=src python benchmarks/lm/run.py --plan --tag grid --positions learned rope \\
+        --lrs 1e-3 3e-3 1e-2 --seeds 0 1 2                                          # what the grid would run
+    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock --tag grid --positions learned rope \\
+        --lrs 1e-3 3e-3 1e-2 --seeds 0 1 2                                          # run it (resumable)
+    PYTHONPATH=src python benchmarks/lm/run.py --lock /tmp/aot-cpu.lock --tag explore --lr-from grid \\
+        --models aot-mssa-l-cpu --set model.residual_scale=channel                  # later rows: each model's best lr
 
-Every run goes through `aot.train.lm_task.train_lm` (the code behind `aot train lm`) with preset cpu-bench;
-finished runs are skipped when the script is run again (their results.json is reused). Results are appended to
-benchmarks/lm/results.json (keyed by tag / tokenizer / model / overrides) and benchmarks/lm/table.md is rewritten.
+Axes. ``--positions`` trains every model with each position scheme (``learned`` absolute or ``rope``), so a gap
+between blocks is never a gap between schemes. ``--lrs`` with more than one value is a sweep: every model
+(per tokenizer and position) trains at each lr with the first seed, the lowest val loss wins, and the other
+``--seeds`` train at that lr only; ``--lr-from TAG`` takes the winners of TAG's sweep instead. ``--seeds``: the
+summary reports the mean and spread (min-max) over seeds at each model's best lr.
+
+Every run goes through `aot.train.lm_task.train_lm` (the code behind `aot train lm`) with preset cpu-bench; a
+killed run continues from its checkpoint and a finished one (its results.json exists) is skipped, so the same
+command resumes a grid. Results are appended to benchmarks/lm/results.json (keyed by tag / tokenizer / model /
+overrides); benchmarks/lm/table.md (every run, then the summary over seeds) and, with ``--figure``,
+benchmarks/lm/quality_per_compute.png (val loss against training FLOPs and against training seconds) are
+rewritten. ``--plan`` prints the runs with an estimated CPU time and trains nothing.
 """
 
 from __future__ import annotations
@@ -15,64 +30,284 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import statistics
 import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from aot.bench.flops import flops_per_token
 from aot.bench.lock import cpu_lock
 from aot.runinfo import machine_info
 from aot.train.lm_task import build_run_config, train_lm
 
 HERE = Path(__file__).resolve().parent
-MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu"]
+MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu", "crate-res-l-cpu"]
+ALL_MODELS = [*MODELS, "aot-mssa-tied-l-cpu", "llama-l-cpu"]
 TOKENIZERS = ["bytes", "bpe-4096"]
+PRESET = "cpu-bench"
+PRESET_LR = 1e-3  # cpu-bench's lr: rows at this lr carry no train.lr override (so the main rows keep their keys)
+REFERENCE = "gpt2-cpu"  # gaps are to this model
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the benchmark: the cpu-bench preset with the model preset and these overrides."""
+
+    tag: str
+    tokenizer: str
+    model: str
+    steps: int
+    position: str | None = None  # None: the model's own default (learned; rope for llama)
+    lr: float | None = None  # None: the preset's
+    seed: int = 0
+    extra: tuple[str, ...] = ()
+
+    @property
+    def overrides(self) -> list[str]:
+        """The ``--set`` assignments that differ from cpu-bench + the model preset (recorded in each row)."""
+        sets = []
+        if self.position is not None:
+            sets.append(f"model.position={self.position}")
+        if self.lr is not None and self.lr != PRESET_LR:
+            sets.append(f"train.lr={self.lr:g}")
+        if self.seed != 0:
+            sets.append(f"train.seed={self.seed}")
+        return [*sets, *self.extra]
+
+    @property
+    def sets(self) -> list[str]:
+        return [f"train.steps={self.steps}", "train.progress=false", *self.overrides]
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps([self.tag, self.tokenizer, self.model, self.sets]).encode()).hexdigest()[:10]
+
+    def folder(self, runs: str | Path) -> Path:
+        return Path(runs) / f"{self.tag}-{self.tokenizer}-{self.model}-{self.key}"
+
+    def config(self):  # type: ignore[no-untyped-def]
+        return build_run_config(
+            PRESET, flags={"data": {"tokenizer": self.tokenizer}}, sets=self.sets, model_preset=self.model
+        )
+
+    def training_flops_per_token(self) -> float:
+        """Model FLOPs of one training token (forward + backward, causal attention only), the count the trainer's
+        MFU uses (``aot.bench.flops.flops_per_token``; tested against torch's flop counter in tests/test_bench.py)."""
+        cfg = self.config().model_config(vocab_size=vocab_size(self.tokenizer))
+        return flops_per_token(cfg, cfg.block_size).training_causal()
+
+    def tokens(self) -> int:
+        train = self.config().train
+        return int(train.steps * train.batch_size * self.config().model_config().block_size)
+
+
+def vocab_size(tokenizer: str) -> int:
+    """The vocabulary of ``bytes`` (256) or ``bpe-N`` (N), known before the data is tokenized."""
+    if tokenizer == "bytes":
+        return 256
+    if tokenizer.startswith("bpe-") and tokenizer[4:].isdigit():
+        return int(tokenizer[4:])
+    raise SystemExit(f"run.py: error: tokenizer {tokenizer!r} is not bytes or bpe-N")
+
+
+@dataclass
+class Plan:
+    """The runs to do, in order; ``pending`` are the seeds that wait for a sweep to pick their lr."""
+
+    runs: list[Run] = field(default_factory=list)
+    pending: list[Run] = field(default_factory=list)
+
+
+def group_key(run: Run) -> tuple[str, str, str | None, tuple[str, ...]]:
+    """Runs that compete in one lr sweep: same tokenizer, model, position and extra overrides."""
+    return (run.tokenizer, run.model, run.position, run.extra)
+
+
+def best_lr(rows: list[dict[str, Any]]) -> float | None:
+    """The lr of the row with the lowest val loss (ties: the smaller lr), or None without rows."""
+    if not rows:
+        return None
+    best = min(rows, key=lambda r: (r["val_loss"], r["lr"]))
+    return float(best["lr"])
+
+
+def with_axes(row: dict) -> dict:
+    """A results.json row with its axes (position, lr, seed, extra overrides) as fields; rows recorded before
+    the axes existed carry them only in ``overrides``, which is read here."""
+    sets = dict(item.split("=", 1) for item in row["overrides"] if "=" in item)
+    axes = {
+        "position": sets.get("model.position"),
+        "lr": float(sets.get("train.lr", PRESET_LR)),
+        "seed": int(sets.get("train.seed", 0)),
+        "extra": [
+            o for o in row["overrides"] if o.split("=", 1)[0] not in ("model.position", "train.lr", "train.seed")
+        ],
+    }
+    return {**axes, **row}
+
+
+def sweep_winners(store: dict, tag: str, lrs: list[float] | None = None, seed: int = 0) -> dict[tuple, float]:
+    """For each sweep group of ``tag`` (tokenizer, model, position, extra overrides): the best lr among its
+    rows at ``seed``. With ``lrs``, a group has a winner only once each of them is recorded (a half-done sweep
+    has none) and only those compete."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in map(with_axes, store["runs"]):
+        if r["tag"] == tag and r["seed"] == seed:
+            key = (r["tokenizer"], r["model"], r["position"], tuple(r["extra"]))
+            groups.setdefault(key, []).append(r)
+    winners = {}
+    for key, rows in groups.items():
+        if lrs is not None:
+            rows = [r for r in rows if r["lr"] in lrs]
+            if {r["lr"] for r in rows} != set(lrs):
+                continue
+        lr = best_lr(rows)
+        if lr is not None:
+            winners[key] = lr
+    return winners
+
+
+def make_plan(args: argparse.Namespace, store: dict) -> Plan:
+    """Every run the arguments ask for: the sweep (first seed, each lr), then the other seeds at the winner
+    (``pending`` until the whole sweep of their group is recorded)."""
+    plan = Plan()
+    lrs: list[float | None] = list(args.lrs) if args.lrs else [None]
+    positions: list[str | None] = list(args.positions) if args.positions else [None]
+    first, *others = args.seeds
+    if args.lr_from:
+        winners = sweep_winners(store, args.lr_from, seed=first)
+    else:
+        winners = sweep_winners(store, args.tag, [PRESET_LR if lr is None else lr for lr in lrs], first)
+    for tokenizer in args.tokenizers:
+        for model in args.models:
+            for position in positions:
+                base = Run(args.tag, tokenizer, model, args.steps, position, None, first, tuple(args.set))
+                if args.lr_from:
+                    lr = winners.get(group_key(base))
+                    if lr is None:
+                        raise SystemExit(f"run.py: error: tag {args.lr_from!r} has no lr sweep for {group_key(base)}")
+                    sweep: list[float | None] = [lr]
+                else:
+                    sweep = lrs
+                plan.runs += [replace(base, lr=lr) for lr in sweep]
+                chosen = sweep[0] if len(sweep) == 1 else winners.get(group_key(base))
+                for seed in others:
+                    run = replace(base, lr=chosen, seed=seed)
+                    (plan.runs if len(sweep) == 1 or chosen is not None else plan.pending).append(run)
+    return plan
+
+
+def flops_per_second(store: dict) -> float:
+    """Training FLOP/s the recorded runs achieved (median over rows; model FLOPs as in the MFU): the rate the
+    plan uses to estimate CPU time."""
+    rates = [
+        r["tokens_per_second"] * r["train_flops_per_token"]
+        for r in store["runs"]
+        if r.get("train_flops_per_token") and r.get("tokens_per_second")
+    ]
+    if not rates:  # rows recorded before the FLOPs column: recompute their count from the model preset
+        for r in store["runs"]:
+            run = Run(r["tag"], r["tokenizer"], r["model"], 1, extra=tuple(r["overrides"]))
+            rates.append(r["tokens_per_second"] * run.training_flops_per_token())
+    return statistics.median(rates) if rates else 5e9
+
+
+def print_plan(plan: Plan, store: dict, runs_dir: str) -> float:
+    """One line per run (done / to run / waits for the sweep) and the estimated CPU seconds still to spend."""
+    rate = flops_per_second(store)
+    recorded = {r["key"] for r in store["runs"]}
+    total = 0.0
+    print(f"rate {rate / 1e9:.1f} GFLOP/s (median of the recorded runs); estimates are training only (+~5 % eval)")
+    for status, runs in (("run", plan.runs), ("after sweep", plan.pending)):
+        for run in runs:
+            done = run.key in recorded or (run.folder(runs_dir) / "results.json").is_file()
+            seconds = run.tokens() * run.training_flops_per_token() / rate
+            total += 0.0 if done else seconds
+            lr = "best" if run.lr is None and status != "run" else f"{run.lr or PRESET_LR:g}"
+            print(
+                f"{'done' if done else status:12s} {run.tokenizer:9s} {run.model:20s} {run.position or '-':8s} "
+                f"lr {lr:6s} seed {run.seed}  ~{seconds / 60:5.1f} min"
+            )
+    print(f"{len(plan.runs) + len(plan.pending)} runs; still to run ~{total / 3600:.1f} h of training on this machine")
+    return total
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser.add_argument("--models", nargs="+", default=MODELS, help=f"model presets (all: {' '.join(ALL_MODELS)})")
     parser.add_argument("--tokenizers", nargs="+", default=TOKENIZERS)
+    parser.add_argument(
+        "--positions", nargs="+", choices=["learned", "rope"], help="position axis (default: each model's own)"
+    )
+    parser.add_argument("--lrs", nargs="+", type=float, help="learning rates; more than one is a sweep (default: 1e-3)")
+    parser.add_argument("--lr-from", metavar="TAG", help="use each model's best lr from TAG's sweep")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (init and data order; default 0)")
     parser.add_argument("--steps", type=int, default=250, help="optimizer steps (x 16 x 256 tokens; default 250)")
     parser.add_argument("--set", action="append", default=[], help="override, e.g. model.n_layer=12")
     parser.add_argument("--tag", default="main", help="group name in results.json (main = the comparison)")
     parser.add_argument("--runs", default="runs/bench-lm", help="folder for the individual runs")
+    parser.add_argument("--plan", action="store_true", help="print the runs and the estimated CPU time; train nothing")
+    parser.add_argument("--figure", action="store_true", help="also draw quality_per_compute.png for --tag")
     parser.add_argument(
         "--lock", metavar="FILE", help="hold this flock(1)-style lock around each run (e.g. /tmp/aot-cpu.lock)"
     )
     args = parser.parse_args(argv)
+    if args.lrs and args.lr_from:
+        parser.error("give --lrs or --lr-from, not both")
     results_path = HERE / "results.json"
     store = json.loads(results_path.read_text()) if results_path.is_file() else {"runs": []}
-    for tokenizer in args.tokenizers:
-        for model in args.models:
-            sets = [f"train.steps={args.steps}", "train.progress=false", *args.set]
-            key = hashlib.sha256(json.dumps([args.tag, tokenizer, model, sets]).encode()).hexdigest()[:10]
-            out = Path(args.runs) / f"{args.tag}-{tokenizer}-{model}-{key}"
-            if not (out / "results.json").is_file():
-                run = build_run_config(
-                    "cpu-bench", flags={"data": {"tokenizer": tokenizer}}, sets=sets, model_preset=model
-                )
-                print(f"== {args.tag} {tokenizer} {model} {' '.join(args.set)}", flush=True)
-                with cpu_lock(args.lock):
-                    train_lm(run, out, "cpu", resume="auto")  # a killed run continues; seed: train.seed (0)
-            result = json.loads((out / "results.json").read_text())
-            row = summary_row(args.tag, tokenizer, model, args.set, result)
-            store["runs"] = [r for r in store["runs"] if r["key"] != key] + [{"key": key, **row}]
-            store["machine"] = machine_info()
-            results_path.write_text(json.dumps(store, indent=2) + "\n")
-            (HERE / "table.md").write_text(markdown(store))
-            print(json.dumps(row), flush=True)
+    plan = make_plan(args, store)
+    if args.plan:
+        print_plan(plan, store, args.runs)
+        return 0
+    todo = list(plan.runs)
+    while todo:
+        for run in todo:
+            train_one(run, args, store, results_path)
+        # a sweep just finished: its winners give the remaining seeds their lr
+        plan = make_plan(args, store)
+        todo = [run for run in plan.runs if not any(r["key"] == run.key for r in store["runs"])]
+    if args.figure:
+        print(f"wrote {draw_quality_per_compute(store, args.tag, HERE / 'quality_per_compute.png')}")
     return 0
 
 
-def summary_row(tag: str, tokenizer: str, model: str, sets: list[str], result: dict) -> dict:
+def train_one(run: Run, args: argparse.Namespace, store: dict, results_path: Path) -> None:
+    """Train ``run`` unless done (its folder has results.json: the row is refreshed from it; or results.json
+    records its key while the folder is gone: kept as it is), then record its row and rewrite table.md."""
+    out = run.folder(args.runs)
+    if not (out / "results.json").is_file():
+        if any(r["key"] == run.key for r in store["runs"]):
+            return
+        print(f"== {run.tag} {run.tokenizer} {run.model} {' '.join(run.overrides)}", flush=True)
+        with cpu_lock(args.lock):
+            train_lm(run.config(), out, "cpu", resume="auto")  # a killed run continues from its checkpoint
+    result = json.loads((out / "results.json").read_text())
+    row = summary_row(run, result)
+    store["runs"] = [r for r in store["runs"] if r["key"] != run.key] + [{"key": run.key, **row}]
+    store["machine"] = machine_info()
+    results_path.write_text(json.dumps(store, indent=2) + "\n")
+    (HERE / "table.md").write_text(markdown(store))
+    print(json.dumps({k: row[k] for k in ("tag", "tokenizer", "model", "overrides", "val_loss")}), flush=True)
+
+
+def summary_row(run: Run, result: dict) -> dict:
+    cfg = result["config"]
     return {
-        "tag": tag,
-        "tokenizer": tokenizer,
-        "model": model,
-        "overrides": sets,
+        "tag": run.tag,
+        "tokenizer": run.tokenizer,
+        "model": run.model,
+        "overrides": run.overrides,
+        "position": run.position,
+        "lr": float(cfg["train"]["lr"]),
+        "seed": int(result["seed"]),
+        "extra": list(run.extra),
         "block": result["model"]["block"],
         "n_layer": result["model"]["n_layer"],
         "non_embedding_params": result["model"]["non_embedding_params"],
         "tokens": result["train"]["tokens"],
+        "train_flops_per_token": run.training_flops_per_token(),
         "val_loss": result["val"]["loss"],
         "test_loss": result["test"]["loss"],
         "val_nats_per_byte": result["val"]["nats_per_byte"],
@@ -81,8 +316,102 @@ def summary_row(tag: str, tokenizer: str, model: str, sets: list[str], result: d
         "train_seconds": result["train"]["train_seconds"],
         "wall_seconds": result["train"]["wall_seconds"],
         "bigram_val_loss": result["baselines"]["val"]["bigram"]["loss"],
+        "evals": [{"tokens": e["tokens"], "val_loss": e["val_loss"]} for e in result["train"]["evals"]],
         "date": result["machine"]["date"],
     }
+
+
+def seed_summary(store: dict) -> list[dict]:
+    """Per (tag, tokenizer, model, position, extra overrides): the rows at the group's best lr (the lr whose
+    mean val loss is lowest), with the mean and min-max of val loss over their seeds."""
+    groups: dict[tuple, dict[float, list[dict]]] = {}
+    for r in map(with_axes, store["runs"]):
+        key = (r["tag"], r["tokenizer"], r["model"], r["position"], tuple(r["extra"]))
+        groups.setdefault(key, {}).setdefault(r["lr"], []).append(r)
+    rows = []
+    for key, by_lr in groups.items():
+        lr, best = min(by_lr.items(), key=lambda item: statistics.fmean(r["val_loss"] for r in item[1]))
+        losses = [r["val_loss"] for r in best]
+        rows.append(
+            {
+                "tag": key[0],
+                "tokenizer": key[1],
+                "model": key[2],
+                "position": key[3],
+                "extra": list(key[4]),
+                "lr": lr,
+                "lrs_tried": sorted(by_lr),
+                "seeds": sorted(r["seed"] for r in best),
+                "val_mean": statistics.fmean(losses),
+                "val_min": min(losses),
+                "val_max": max(losses),
+                "bigram": best[0]["bigram_val_loss"],
+            }
+        )
+    return rows
+
+
+def quality_curves(store: dict, tag: str) -> list[dict]:
+    """Val loss against training FLOPs and training seconds for each model (tokenizer, position) of ``tag`` at
+    its best lr, averaged over seeds at each periodic evaluation. FLOPs = tokens × the row's training FLOPs per
+    token; seconds = tokens / the run's mean tokens/s (the rate is constant along a run)."""
+    curves = []
+    for s in seed_summary(store):
+        if s["tag"] != tag:
+            continue
+        rows = [
+            r
+            for r in map(with_axes, store["runs"])
+            if r["tag"] == tag
+            and r["tokenizer"] == s["tokenizer"]
+            and r["model"] == s["model"]
+            and r["position"] == s["position"]
+            and r["extra"] == s["extra"]
+            and r["lr"] == s["lr"]
+            and r.get("evals")
+        ]
+        if not rows:
+            continue
+        tokens = [e["tokens"] for e in rows[0]["evals"]]
+        val = [statistics.fmean(r["evals"][i]["val_loss"] for r in rows) for i in range(len(tokens))]
+        seconds_per_token = statistics.fmean(1 / r["tokens_per_second"] for r in rows)
+        curves.append(
+            {
+                "label": f"{s['model']} {s['position'] or ''} ({s['tokenizer']}, lr {s['lr']:g}, {len(rows)} seeds)",
+                "tokenizer": s["tokenizer"],
+                "flops": [t * rows[0]["train_flops_per_token"] for t in tokens],
+                "seconds": [t * seconds_per_token for t in tokens],
+                "val_loss": val,
+            }
+        )
+    return curves
+
+
+def draw_quality_per_compute(store: dict, tag: str, path: Path) -> Path:
+    """One PNG: val loss against training FLOPs (left) and against training seconds (right), a line per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = quality_curves(store, tag)
+    if not curves:
+        raise SystemExit(f"run.py: error: tag {tag!r} has no runs with periodic evaluations to draw")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for curve in curves:
+        style = "-" if curve["tokenizer"] == "bytes" else "--"
+        axes[0].plot(curve["flops"], curve["val_loss"], style, marker="o", ms=3, label=curve["label"])
+        axes[1].plot(curve["seconds"], curve["val_loss"], style, marker="o", ms=3)
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("training FLOPs (model FLOPs, causal attention)")
+    axes[1].set_xlabel("training seconds on this machine (shared CPU: ±30 %)")
+    axes[0].set_ylabel("val loss (nats / token, 16 windows)")
+    axes[0].legend(fontsize=6)
+    fig.suptitle(f"Quality per compute, tag {tag}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def markdown(store: dict) -> str:
@@ -93,13 +422,14 @@ def markdown(store: dict) -> str:
         f"Machine: {machine['platform']}, {machine['cpu_count']} CPUs ({machine['torch_threads']} torch threads), "
         f"torch {machine['torch']}; written {machine['date']}. Reproduce: `PYTHONPATH=src python "
         "benchmarks/lm/run.py --lock /tmp/aot-cpu.lock` (rows tagged other than `main`: add "
-        "`--tag TAG --tokenizers bytes --models ... --set ...` as in the row). Tokens/s come from a 2-core "
-        "machine shared with other jobs (heavy runs serialised by flock, light ones not): read them as ±30 %; "
-        "losses at a fixed token budget do not depend on it.",
+        "`--tag TAG --tokenizers bytes --models ... --set ...` as in the row; `--plan` lists a command's runs). "
+        "Tokens/s come from a 2-core machine shared with other jobs (heavy runs serialised by flock, light ones "
+        "not): read them as ±30 %; losses at a fixed token budget do not depend on it.",
         "",
-        "Context 256, batch 16, AdamW lr 1e-3 (warm-up 40, cosine to 1e-4), bf16 autocast, one seed; val / test loss "
-        "in nats/token on the last 10 % (val 5 %, test 5 %; 128 windows of 256 tokens each). Gap = val loss relative "
-        "to GPT-2's with the same tokenizer and overrides (where that run exists, else the main GPT-2 run).",
+        "Context 256, batch 16, AdamW lr 1e-3 unless the row says otherwise (warm-up 40, cosine to lr/10), bf16 "
+        "autocast, seed 0 unless the row says otherwise; val / test loss in nats/token on the last 10 % (val 5 %, "
+        "test 5 %; 128 windows of 256 tokens each). Gap = val loss relative to GPT-2's with the same tokenizer "
+        "and overrides (where that run exists, else the main GPT-2 run).",
         "",
         "| tag | tokenizer | model | layers | non-emb. params | tokens | val loss | test loss | gap to GPT-2 | "
         "nats/byte (val) | tokens/s | train s | overrides |",
@@ -110,7 +440,7 @@ def markdown(store: dict) -> str:
     reference = {
         (r["tag"], r["tokenizer"], tuple(r["overrides"])): r["val_loss"]
         for r in store["runs"]
-        if r["model"] == "gpt2-cpu"
+        if r["model"] == REFERENCE
     }
     for r in sorted(store["runs"], key=lambda r: (r["tag"] != "main", r["tag"], r["tokenizer"], r["model"])):
         same = reference.get((r["tag"], r["tokenizer"], tuple(r["overrides"])))
@@ -126,6 +456,32 @@ def markdown(store: dict) -> str:
     bigrams = {r["tokenizer"]: r["bigram_val_loss"] for r in store["runs"]}
     lines += ["", "Interpolated bigram on val (fitted on train), nats/token: "]
     lines[-1] += ", ".join(f"{tok} {loss:.3f}" for tok, loss in sorted(bigrams.items()))
+    summary = [s for s in seed_summary(store) if len(s["lrs_tried"]) > 1 or len(s["seeds"]) > 1]
+    if summary:
+        gpt2 = {
+            (s["tag"], s["tokenizer"], s["position"], tuple(s["extra"])): s["val_mean"]
+            for s in summary
+            if s["model"] == REFERENCE
+        }
+        lines += [
+            "",
+            "## Each model at its best lr, over seeds",
+            "",
+            "Best lr: the lowest mean val loss among the lrs tried. Spread: min-max over the seeds. A gap is a gap "
+            "only when it exceeds both spreads.",
+            "",
+            "| tag | tokenizer | model | position | lrs tried | best lr | seeds | val mean (min-max) | gap to GPT-2 | "
+            "bigram |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s in sorted(summary, key=lambda s: (s["tag"], s["tokenizer"], str(s["position"]), s["model"])):
+            ref = gpt2.get((s["tag"], s["tokenizer"], s["position"], tuple(s["extra"])))
+            gap = f"{100 * (s['val_mean'] - ref) / ref:+.1f} %" if ref else "—"
+            lines.append(
+                f"| {s['tag']} | {s['tokenizer']} | {s['model']} | {s['position'] or 'default'} | "
+                f"{' '.join(f'{lr:g}' for lr in s['lrs_tried'])} | {s['lr']:g} | {len(s['seeds'])} | "
+                f"{s['val_mean']:.4f} ({s['val_min']:.4f}-{s['val_max']:.4f}) | {gap} | {s['bigram']:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 

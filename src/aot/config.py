@@ -127,6 +127,10 @@ class ModelConfig:
         activation: the ``transformer`` block's MLP nonlinearity: ``gelu`` (exact, erf; ViT) or ``gelu_tanh``
             (the tanh approximation GPT-2 uses; HF's ``gelu_new``). The ``gpt2-*`` presets set ``gelu_tanh``.
         ista_step, ista_lambda: eta and lambda of CRATE's ISTA step (0.1 and 0.1 in the CRATE code).
+        ista_residual: ``crate`` only. False (the CRATE code): the ISTA output replaces the residual stream,
+            ``z <- ISTA(LN(z))``. True: the step is added as an increment, ``z <- z + ISTA(LN(z)) - LN(z)``, so
+            the stream keeps what the step leaves unchanged; without it a deep causal LM collapses every
+            token onto one vector and stays at the unigram (benchmarks/lm/crate_diagnosis.md).
         linear_attn_normalize: ``linear-attn`` divides by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not.
         mamba_d_state, mamba_expand, mamba_d_conv: Mamba's state size N, expansion E/d and conv width.
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
@@ -163,6 +167,7 @@ class ModelConfig:
     activation: str = "gelu"
     ista_step: float = 0.1
     ista_lambda: float = 0.1
+    ista_residual: bool = False
     linear_attn_normalize: bool = True
     mamba_d_state: int = 16
     mamba_expand: int = 2
@@ -268,6 +273,8 @@ class ModelConfig:
                 f"block='linear-attn' needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim}; "
                 "leave head_dim unset"
             )
+        if self.ista_residual and self.block != "crate":
+            raise ConfigError(f"ista_residual=true is for block='crate' (the ISTA step); block={self.block!r} has none")
         if self.position == "rope" and self.head_dim % 2:
             raise ConfigError(f"position='rope' needs an even head_dim, got head_dim={self.head_dim}")
         if not 0.0 <= self.dropout < 1.0:

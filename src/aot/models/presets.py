@@ -6,7 +6,8 @@ attention-only layers are cheap (MHSA 4d², untied MSSA 2d², tied MSSA d²), so
 them. ``aot models`` prints every preset with its exact count.
 
 CPU presets are matched on non-embedding parameters at d = 256 (about 4.7 M):
-GPT-2 6 layers (12d² each), AoT-MHSA 18 (4d²), AoT-MSSA untied 36 (2d²), tied 72 (d²), CRATE 24 (3d²).
+GPT-2 6 layers (12d² each), AoT-MHSA 18 (4d²), AoT-MSSA untied 36 (2d²), tied 72 (d²), CRATE 24 (3d²; as in the
+CRATE code, and with the ISTA step as a residual increment).
 """
 
 from __future__ import annotations
@@ -84,6 +85,11 @@ PRESETS: dict[str, Preset] = {
             "AoT-MSSA as in the paper's formula (tied output), 72 layers",
         ),
         Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
+        Preset(
+            "crate-res-l-cpu",
+            _lm("crate", 24, 256, 4, tied_output=False, ista_residual=True, **_CPU_LM),
+            "CRATE, 24 layers, ISTA step added to the stream",  # why: benchmarks/lm/crate_diagnosis.md
+        ),
         Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
         # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
         Preset("vit-s", dict(block="transformer", n_layer=12, n_embd=384, n_head=6, **_IMAGENET), "ViT-S/16", "22M"),

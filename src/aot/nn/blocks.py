@@ -5,7 +5,7 @@
 | aot-mssa     | MSSA                 | nothing                  | pre-LN / -  |
 | aot-mhsa     | MHSA                 | nothing                  | pre-LN / -  |
 | transformer  | MHSA                 | x + GELU MLP(LN(x)) [1]  | pre-LN      |
-| crate        | MSSA                 | ISTA(LN(x)) (no skip)    | pre-LN      |
+| crate        | MSSA                 | ISTA(LN(x)) (no skip) [2]| pre-LN      |
 | llama        | MHSA with RoPE       | x + SwiGLU(RMSNorm(x))   | RMSNorm     |
 | linear-attn  | causal linear attn.  | nothing                  | pre-LN      |
 | mamba        | Mamba's S6 mixer     | nothing                  | pre-LN      |
@@ -15,6 +15,7 @@ attention of the AoT layer and are wrapped the same way, ``x + η · mixer(norm(
 fixed-size recurrent state.
 
 [1] exact GELU, or GPT-2's tanh approximation (``activation``).
+[2] as in the CRATE code; ``ista_residual=True`` adds the step instead: ``x + ISTA(LN(x)) − LN(x)``.
 
 AoT layer (docs/paper.md, eq. 2): ``Z ← Z + η · MSSA(LN(Z))``; η is absorbed into the weights unless
 ``residual_scale`` makes it an explicit learnable step size (scalar) or LayerScale (per channel).
@@ -128,15 +129,21 @@ class TransformerBlock(_Block):
 @register_block("crate")
 class CrateBlock(_Block):
     """CRATE: ``z = z + MSSA(LN(z))`` then ``z = ISTA(LN(z))`` — the sparse-coding step replaces the MLP and,
-    as in the CRATE code, has no skip connection."""
+    as in the CRATE code, has no skip connection. With ``ista_residual`` the step is an increment of the
+    residual stream instead, ``z = z + (ISTA(u) − u)`` with ``u = LN(z)``: the same proximal-gradient step, written
+    the way the block already writes its MSSA step, so that what the step leaves alone stays in the stream."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.mlp_norm = make_norm(cfg)
         self.mlp = ISTA(cfg)
+        self.residual = cfg.ista_residual
         self.hook_resid_mid = HookPoint()
         self.hook_mlp_out = HookPoint()
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         x = self.hook_resid_mid(self.attention_step(x, cache))
-        return self.hook_resid_post(self.hook_mlp_out(self.mlp(self.mlp_norm(x))))
+        code = self.mlp_norm(x)
+        if self.residual:
+            return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(code) - code))
+        return self.hook_resid_post(self.hook_mlp_out(self.mlp(code)))

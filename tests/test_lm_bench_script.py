@@ -1,0 +1,181 @@
+"""benchmarks/lm/run.py plans its grid (positions x lr sweep x seeds), picks each model's best lr and draws
+quality per compute from the FLOP count of aot.bench.flops — checked here without training anything."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from aot.bench.flops import flops_per_token
+from aot.models import preset_config
+
+LM_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "lm"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_lm_run", LM_BENCH / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def args(**changes) -> argparse.Namespace:  # type: ignore[no-untyped-def]
+    base = dict(
+        tag="grid",
+        tokenizers=["bytes"],
+        models=["gpt2-cpu", "crate-l-cpu"],
+        positions=["learned", "rope"],
+        lrs=[1e-3, 3e-3, 1e-2],
+        lr_from=None,
+        seeds=[0, 1, 2],
+        steps=250,
+        set=[],
+    )
+    return argparse.Namespace(**{**base, **changes})
+
+
+def row(run, val_loss: float) -> dict:  # type: ignore[no-untyped-def]
+    return {
+        "key": run.key,
+        "tag": run.tag,
+        "tokenizer": run.tokenizer,
+        "model": run.model,
+        "overrides": run.overrides,
+        "position": run.position,
+        "lr": run.lr,
+        "seed": run.seed,
+        "extra": list(run.extra),
+        "val_loss": val_loss,
+        "bigram_val_loss": 2.5,
+    }
+
+
+def test_best_lr_is_the_lowest_val_loss(bench):
+    rows = [{"lr": 1e-3, "val_loss": 2.6}, {"lr": 3e-3, "val_loss": 2.4}, {"lr": 1e-2, "val_loss": 2.5}]
+    assert bench.best_lr(rows) == 3e-3
+    assert bench.best_lr([{"lr": 1e-2, "val_loss": 2.4}, {"lr": 1e-3, "val_loss": 2.4}]) == 1e-3  # tie: smaller
+    assert bench.best_lr([]) is None
+
+
+def test_plan_sweeps_first_then_seeds_at_the_winner(bench):
+    store: dict = {"runs": []}
+    plan = bench.make_plan(args(), store)
+    # 2 models x 2 positions x 3 lrs at seed 0; seeds 1, 2 wait for the sweep
+    assert len(plan.runs) == 12 and len(plan.pending) == 8
+    assert {(r.model, r.position, r.lr, r.seed) for r in plan.runs} == {
+        (m, p, lr, 0) for m in ("gpt2-cpu", "crate-l-cpu") for p in ("learned", "rope") for lr in (1e-3, 3e-3, 1e-2)
+    }
+    rope = next(r for r in plan.runs if r.position == "rope" and r.lr == 3e-3)
+    assert rope.overrides == ["model.position=rope", "train.lr=0.003"]
+    assert rope.config().model_config().position == "rope" and rope.config().train.lr == 3e-3
+    # a half-done sweep releases nothing
+    losses = {1e-3: 2.6, 3e-3: 2.4, 1e-2: 2.5}
+    gpt2_learned = [r for r in plan.runs if r.model == "gpt2-cpu" and r.position == "learned"]
+    store["runs"] = [row(r, losses[r.lr]) for r in gpt2_learned[:2]]
+    assert len(bench.make_plan(args(), store).pending) == 8
+    store["runs"] = [row(r, losses[r.lr]) for r in gpt2_learned]
+    plan = bench.make_plan(args(), store)
+    released = [r for r in plan.runs if r.seed != 0]
+    assert [(r.model, r.position, r.lr, r.seed) for r in released] == [
+        ("gpt2-cpu", "learned", 3e-3, 1),
+        ("gpt2-cpu", "learned", 3e-3, 2),
+    ]
+    assert released[0].overrides == ["model.position=learned", "train.lr=0.003", "train.seed=1"]
+    # later rows take the winner with --lr-from
+    later = bench.make_plan(
+        args(tag="explore", lrs=None, lr_from="grid", models=["gpt2-cpu"], positions=["learned"], seeds=[0]), store
+    )
+    assert [(r.tag, r.lr) for r in later.runs] == [("explore", 3e-3)]
+    with pytest.raises(SystemExit, match="no lr sweep"):
+        bench.make_plan(args(lrs=None, lr_from="grid", models=["crate-l-cpu"], seeds=[0]), store)
+
+
+def test_default_plan_keeps_the_recorded_keys(bench):
+    """The comparison's command (no axes) plans exactly the runs results.json holds for tag main."""
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    plan = bench.make_plan(
+        args(tag="main", tokenizers=bench.TOKENIZERS, models=bench.MODELS, positions=None, lrs=None, seeds=[0]), store
+    )
+    recorded = {r["key"] for r in store["runs"] if r["tag"] == "main"}
+    assert recorded <= {r.key for r in plan.runs} and not plan.pending
+    assert {r.model for r in plan.runs if r.key not in recorded} <= {"crate-res-l-cpu"}  # added after the rows
+
+
+def test_rows_recorded_before_the_axes_join_a_sweep(bench):
+    """A main row (lr 1e-3 from the preset, no lr / seed fields) is the 1e-3 point of a sweep in tag main."""
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    sweep = args(tag="main", models=["gpt2-cpu"], positions=None, lrs=[1e-3, 3e-3], seeds=[0, 1])
+    plan = bench.make_plan(sweep, store)
+    main_row = next(r for r in store["runs"] if r["tag"] == "main" and r["model"] == "gpt2-cpu")
+    assert main_row["key"] == plan.runs[0].key and plan.runs[0].lr == 1e-3
+    assert len(plan.pending) == 1  # 3e-3 not run yet
+    (run_3e3,) = [r for r in plan.runs if r.lr == 3e-3]
+    store["runs"].append(row(run_3e3, main_row["val_loss"] - 0.1))
+    (seed1,) = [r for r in bench.make_plan(sweep, store).runs if r.seed == 1]
+    assert seed1.lr == 3e-3
+
+
+def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
+    plan = bench.make_plan(args(models=["aot-mssa-l-cpu"], positions=["rope"], seeds=[0, 1]), {"runs": []})
+    store: dict = {"runs": []}
+    for run, loss in zip(plan.runs, (2.7, 2.5, 2.9)):
+        store["runs"].append(row(run, loss))
+    winner = bench.make_plan(args(models=["aot-mssa-l-cpu"], positions=["rope"], seeds=[0, 1]), store)
+    seed1 = next(r for r in winner.runs if r.seed == 1)
+    store["runs"].append(row(seed1, 2.6))
+    for r, run in zip(store["runs"], [*plan.runs, seed1]):
+        r.update(
+            tokens_per_second=1000.0,
+            train_flops_per_token=run.training_flops_per_token(),
+            evals=[{"tokens": 4096, "val_loss": r["val_loss"] + 1}, {"tokens": 8192, "val_loss": r["val_loss"]}],
+        )
+    (summary,) = bench.seed_summary(store)
+    assert summary["lr"] == 3e-3 and summary["seeds"] == [0, 1]
+    assert summary["val_mean"] == pytest.approx(2.55) and (summary["val_min"], summary["val_max"]) == (2.5, 2.6)
+    (curve,) = bench.quality_curves(store, "grid")
+    cfg = preset_config("aot-mssa-l-cpu", vocab_size=256, block_size=256, position="rope")
+    per_token = flops_per_token(cfg, 256).training_causal()
+    assert curve["flops"] == [4096 * per_token, 8192 * per_token]
+    assert curve["seconds"] == pytest.approx([4.096, 8.192])
+    assert curve["val_loss"] == pytest.approx([3.55, 2.55])
+    store["machine"] = {"platform": "x", "cpu_count": 2, "torch_threads": 2, "torch": "t", "date": "d"}
+    for r in store["runs"]:
+        r.update(n_layer=36, non_embedding_params=1, tokens=8192, test_loss=2.0, val_nats_per_byte=2.0)
+        r.update(train_seconds=1.0)
+    text = bench.markdown(store)
+    assert "| grid | bytes | aot-mssa-l-cpu | rope | 0.001 0.003 0.01 | 0.003 | 2 | 2.5500 (2.5000-2.6000) |" in text
+    pytest.importorskip("matplotlib")
+    png = bench.draw_quality_per_compute(store, "grid", tmp_path / "q.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match="no runs"):
+        bench.draw_quality_per_compute(store, "other", tmp_path / "none.png")
+
+
+def test_plan_prints_done_runs_and_the_time_still_needed(bench, capsys, tmp_path):
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    plan = bench.make_plan(
+        args(
+            tag="main",
+            tokenizers=["bytes"],
+            models=["gpt2-cpu", "crate-res-l-cpu"],
+            positions=None,
+            lrs=None,
+            seeds=[0],
+        ),
+        store,
+    )
+    total = bench.print_plan(plan, store, str(tmp_path))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == ["done", "run"]  # gpt2's main row is recorded
+    (todo,) = [r for r in plan.runs if r.model == "crate-res-l-cpu"]
+    assert total == pytest.approx(todo.tokens() * todo.training_flops_per_token() / bench.flops_per_second(store))
+    assert todo.tokens() == 250 * 16 * 256
