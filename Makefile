@@ -22,6 +22,9 @@ run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT 
 	$(AOT) train lm --out runs/lm --resume auto
 
 report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (time: benchmarks/report)
+	$(PY) -m pip install -q -e '.[austen]'
+	-$(AOT) data fetch austen
+	-$(AOT) data fetch fashion-mnist
 	$(AOT) reproduce --preset quick --out runs/report
 
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)
