@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -49,7 +48,7 @@ from aot.bench.timing import make_optimizer, time_calls, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
 from aot.nn.attention import _AttentionCore, causal_mask, reference_attention
-from aot.runinfo import machine_info
+from aot.runinfo import load_average, timing_header, timing_record
 
 HERE = Path(__file__).parent
 HEADS, HEAD_DIM, TOKENS = 4, 64, 4096
@@ -284,12 +283,10 @@ def model_rows(rounds: int, repeat: int) -> list[dict[str, Any]]:
 
 
 def markdown(record: dict[str, Any]) -> str:
-    m = record["machine"]
     lines = [
         "# Attention paths for AoT-MSSA on CPU",
         "",
-        f"{m['date']} · {m['processor']} · {m['cpu_count']} CPUs, {m['torch_threads']} thread · torch {m['torch']}"
-        f" · load average {record['load_average_before']} → {record['load_average_after']}",
+        timing_header(record),
         "",
         record["setup"],
         "",
@@ -366,17 +363,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown_only:
         out_md.write_text(markdown(json.loads(out_json.read_text())))
         return 0
-    before = [round(x, 2) for x in os.getloadavg()]
+    before = load_average()
     rows = attention_rows(args.rounds, args.repeat)
     if not args.no_flex:
         rows.append(flex_row())
     rows += model_rows(args.rounds, args.repeat)
-    record = dict(
-        machine=machine_info(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        load_average_before=before,
-        load_average_after=[round(x, 2) for x in os.getloadavg()],
-        note=args.note,
+    record = timing_record(
+        before,
+        args.note,
         setup=(
             f"fp32, {HEADS} heads, p = {HEAD_DIM}, batch × T = {TOKENS} tokens; median over {args.rounds} "
             f"interleaved rounds of the median of {args.repeat} calls (after a warm-up call); ratio = SDPA's "

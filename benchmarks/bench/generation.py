@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ import torch
 from aot import build_model, preset_config
 from aot.bench.peer import hf_gpt2, hf_version, load_aot_weights_into_hf
 from aot.models.lm import CausalLM
-from aot.runinfo import machine_info
+from aot.runinfo import load_average, timing_header, timing_record
 
 HERE = Path(__file__).parent
 PROMPT_LEN = 16
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.rounds < 1 or args.new_tokens < 1:
         parser.error("--rounds and --new-tokens must be at least 1")
-    before = [round(x, 2) for x in os.getloadavg()]
+    before = load_average()
     ours, theirs = gpt2_pair(block_size=PROMPT_LEN + args.new_tokens)
     torch.manual_seed(0)
     mssa: CausalLM = build_model(  # type: ignore[assignment]
@@ -124,13 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             f"(×{rows[-3]['ratio_vs_hf']:.2f}), same tokens: {same}; MSSA {rows[-1]['tokens_per_s']:.0f} tok/s",
             flush=True,
         )
-    record = dict(
-        machine=machine_info(),
+    record = timing_record(
+        before,
+        args.note,
         versions=hf_version(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        load_average_before=before,
-        load_average_after=[round(x, 2) for x in os.getloadavg()],
-        note=args.note,
         setup=(
             f"gpt2-cpu GPT-2 ({ours.cfg.n_layer} layers, d = {ours.cfg.n_embd}, {ours.cfg.n_head} heads, vocab "
             f"{ours.cfg.vocab_size}, random weights, the same in both), fp32; "
@@ -148,13 +144,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(record: dict[str, Any]) -> str:
-    m = record["machine"]
     lines = [
         "# Greedy generation: our cached decoding against HF `generate`",
         "",
-        f"{m['date']} · {m['processor']} · {m['cpu_count']} CPUs, {m['torch_threads']} thread · torch {m['torch']}"
-        f" · transformers {record['versions']['transformers']} · load average {record['load_average_before']} → "
-        f"{record['load_average_after']}",
+        timing_header(record, f"transformers {record['versions']['transformers']}"),
         "",
         record["setup"],
         "",

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from aot.bench.timing import peak_generation_memory, peak_training_memory
 from aot.config import ModelConfig
-from aot.runinfo import machine_info
+from aot.runinfo import load_average, timing_header, timing_record
 
 HERE = Path(__file__).parent
 SECTIONS = ("train", "generate")
@@ -64,14 +63,12 @@ def fits_up_to(points: list[tuple[int, int]], budget: int = 16 * GIB) -> int | N
 
 
 def markdown(record: dict[str, Any]) -> str:
-    m = record["machine"]
     train = [r for r in record["rows"] if r.get("kind", "train") == "train"]
     seq_lens = sorted({r["T"] for r in train})
     lines = [
         "# Training memory at long context (one step, batch 1, fp32)",
         "",
-        f"{m['date']} · {m['processor']} · {m['cpu_count']} CPUs, {m['torch_threads']} thread · torch {m['torch']}"
-        f" · load average {record['load_average_before']} → {record['load_average_after']}",
+        timing_header(record),
         "",
         record["setup"],
         "",
@@ -156,15 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     old = json.loads(out_json.read_text()) if out_json.exists() else {"rows": []}
     kept = [r for r in old["rows"] if r.get("kind", "train") not in args.sections]
-    before = [round(x, 2) for x in os.getloadavg()]
+    before = load_average()
     rows = kept + [row for section in args.sections for row in measure(section, args.seq_lens, args.new_tokens)]
     train = [r for r in rows if r.get("kind", "train") == "train"]
-    record = dict(
-        machine=machine_info(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        load_average_before=before,
-        load_average_after=[round(x, 2) for x in os.getloadavg()],
-        note=args.note,
+    record = timing_record(
+        before,
+        args.note,
         setup=SETUP.format(n_new=args.new_tokens),
         sections_measured_now=args.sections,
         rows=rows,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 import aot.nn.attention as attention
 from aot import build_model, preset_config
 from aot.nn.rotary import Rotary
-from aot.runinfo import machine_info
+from aot.runinfo import load_average, timing_header, timing_record
 
 
 def recomputed_forward(self: Rotary, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -58,7 +57,7 @@ def main() -> None:
     if args.markdown_only:
         Path(args.out).with_suffix(".md").write_text(markdown(json.loads(Path(args.out).read_text())))
         return
-    before = [round(x, 2) for x in os.getloadavg()]
+    before = load_average()
     torch.manual_seed(0)
     rows = []
     for preset, layers in (("aot-mssa-tied-l-cpu", 8), ("llama-l-cpu", 6)):
@@ -92,16 +91,13 @@ def main() -> None:
             )
         )
         print(f"{rows[-1]['model']}: {medians} -> {rows[-1]['speedup']:.2f}x")
-    record = dict(
+    record = timing_record(
+        before,
+        args.note,
         what=(
             f"training step (AdamW), T=128, batch 16, fp32; per round one warm-up step and the mean of {args.steps} "
             f"timed steps; median over {args.rounds} interleaved rounds (order reversed every other round)"
         ),
-        machine=machine_info(),
-        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
-        load_average_before=before,
-        load_average_after=[round(x, 2) for x in os.getloadavg()],
-        note=args.note,
         rows=rows,
     )
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
@@ -109,12 +105,10 @@ def main() -> None:
 
 
 def markdown(record: dict) -> str:
-    m = record["machine"]
     lines = [
         "# Rotary tables: recomputed on every call against cached",
         "",
-        f"{m['date']} · {m['processor']} · {m['cpu_count']} CPUs, {m['torch_threads']} thread · torch {m['torch']}"
-        f" · load average {record['load_average_before']} → {record['load_average_after']}",
+        timing_header(record),
         "",
         record["what"] + ".",
         "",

@@ -36,3 +36,30 @@ def machine_info() -> dict[str, Any]:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages, rounded: how busy the machine was around a timing."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def timing_record(load_before: list[float], note: str, **fields: Any) -> dict[str, Any]:
+    """A benchmark's record: the machine, the torch threads asked for, the load before and after the timing and
+    the caller's note (what else ran), then the caller's own fields."""
+    return dict(
+        machine=machine_info(),
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        load_average_before=load_before,
+        load_average_after=load_average(),
+        note=note,
+        **fields,
+    )
+
+
+def timing_header(record: dict[str, Any], extra: str = "") -> str:
+    """One line for a benchmark table: date · CPU · threads · torch [· extra] · load before → after."""
+    m = record["machine"]
+    parts = [m["date"], m["processor"], f"{m['cpu_count']} CPUs, {m['torch_threads']} thread", f"torch {m['torch']}"]
+    parts += [extra] if extra else []
+    parts.append(f"load average {record['load_average_before']} → {record['load_average_after']}")
+    return " · ".join(parts)
