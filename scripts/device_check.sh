@@ -5,7 +5,8 @@
 #
 # 1. the device tests (tests/test_on_device.py: SDPA's CUDA backends = the explicit reference, bf16 autocast,
 #    cached decoding, CUDA peak memory, profiler device time, the data-sheet peak, rotary on the device,
-#    precision auto = bf16) and the bench and precision tests;
+#    precision auto = bf16, flex attention with a causal block mask = the reference, outputs and gradients) and
+#    the bench and precision tests;
 # 2. `aot bench` in bf16 at GPT-2-small width (benchmarks/bench/gpu.yaml): MFU against the GPU's table peak.
 set -uo pipefail
 export PYTHONPATH=src PYTHONUNBUFFERED=1

@@ -121,3 +121,26 @@ def test_precision_auto_on_device(device: str, tmp_path) -> None:
         assert choice.seconds is not None
         faster = choice.seconds["bf16"] <= BF16_MARGIN * choice.seconds["fp32"]
         assert choice.precision == ("bf16" if faster else "fp32")
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="flex attention trains on CUDA only (no CPU backward in torch 2.13)"
+)
+def test_flex_attention_with_a_causal_block_mask_equals_the_reference_on_cuda() -> None:
+    """MSSA's causal attention (queries = keys = values = P) through ``torch.compile(flex_attention)`` with a
+    causal block mask equals the explicit softmax reference, outputs and gradients (benchmarks/bench/
+    attention_paths.py times it on CPU, where its backward is missing)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from aot.nn.attention import causal_mask, reference_attention
+
+    torch.manual_seed(0)
+    T, scale = 256, 32**-0.5
+    P = torch.randn(2, 4, T, 32, device="cuda", requires_grad=True)
+    mask = create_block_mask(lambda b, h, q, k: q >= k, None, None, T, T, device="cuda")
+    out = torch.compile(flex_attention)(P, P, P, block_mask=mask, scale=scale)
+    (grad,) = torch.autograd.grad(out.square().sum(), P)
+    ref, _ = reference_attention(P, P, P, scale=scale, mask=causal_mask(T, T, device=P.device))
+    (ref_grad,) = torch.autograd.grad(ref.square().sum(), P)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-3, atol=1e-4)
