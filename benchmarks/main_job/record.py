@@ -2,6 +2,7 @@
 
     flock /tmp/aot-cpu.lock python benchmarks/main_job/record.py            # both commands (~15-25 min)
     flock /tmp/aot-cpu.lock python benchmarks/main_job/record.py --skip-test
+    flock /tmp/aot-cpu.lock python benchmarks/main_job/record.py --report   # `make report` instead
 
 It clones the committed HEAD of this repository into a temporary folder (uncommitted changes are not part of
 the clone: commit first), with an empty data directory (``AOT_DATA``) so Shakespeare is fetched and tokenized
@@ -193,6 +194,59 @@ def update_readme(readme: Path, record: dict[str, Any]) -> None:
     readme.write_text(text)
 
 
+def record_report(
+    record: dict[str, Any], clone: Path, env: dict[str, str], out: Path, logs: Path, scratch: Path, keep: bool
+) -> int:
+    """`make report` in the clone, timed as a whole, with each part's state and command time from its
+    report.json; writes results.json / results.md into ``out``."""
+    record["make_report"] = run_timed(["make", "report"], clone, env, logs / "make_report.log")
+    report_file = clone / "runs" / "report" / "report.json"
+    if report_file.is_file():
+        report = json.loads(report_file.read_text())
+        record["parts"] = [
+            {"name": p["name"], "state": p["state"], "command_seconds": p.get("command_seconds"), "error": p["error"]}
+            for p in report["parts"]
+        ]
+    record["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    try:
+        record["machine"] = machine(clone)
+    except (OSError, subprocess.CalledProcessError, json.JSONDecodeError, IndexError) as exc:
+        print(f"could not read the machine with the clone's python: {exc}")
+    log = logs / "make_report.log"
+    log.write_text(tail(log))
+    (out / "results.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "results.md").write_text(report_markdown(record))
+    print(report_markdown(record))
+    if keep:
+        print(f"clone kept in {clone}")
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 1 if record["make_report"]["returncode"] else 0
+
+
+def report_markdown(record: dict[str, Any]) -> str:
+    machine_info = record.get("machine", {})
+    lines = [
+        "# `make report` from a fresh clone",
+        "",
+        f"{record['date']}, commit {record['commit'][:10]}, {machine_info.get('processor', '?')} "
+        f"({machine_info.get('cpu_count', '?')} CPUs), load average {record['load_average_start']} → "
+        f"{record.get('load_average_end')}{' (other jobs shared the machine)' if record['shared'] else ''}; "
+        "an empty data directory, so the corpora are fetched as on a new machine "
+        "(`python benchmarks/main_job/record.py --report`).",
+        "",
+        f"`make report` (set-up + data + `aot reproduce --preset quick`): **{record['make_report']['seconds'] / 60:.1f}"
+        f" min**, exit {record['make_report']['returncode']}.",
+        "",
+        "| part | state | its commands (min) |",
+        "|---|---|---|",
+    ]
+    for part in record.get("parts", []):
+        minutes = "—" if part["command_seconds"] is None else f"{part['command_seconds'] / 60:.1f}"
+        lines.append(f"| {part['name']} | {part['state']}{': ' + part['error'] if part['error'] else ''} | {minutes} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="record.py",
@@ -216,8 +270,14 @@ def main(argv: list[str] | None = None) -> int:
         help="do not run anything: rewrite the README's blocks from the existing results.json",
     )
     parser.add_argument("--shared", action="store_true", help="note in the record that other jobs shared the machine")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="time `make report` (the quick report) instead of `make run` / `make test`; the record goes to "
+        "benchmarks/report/fresh_clone/ unless --out says otherwise",
+    )
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    out = Path(args.out) if not (args.report and args.out == str(HERE)) else ROOT / "benchmarks/report/fresh_clone"
     if args.readme_only:
         update_readme(ROOT / "README.md", json.loads((out / "results.json").read_text()))
         return 0
@@ -237,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         "shared": args.shared,
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
     }
+    if args.report:
+        return record_report(record, clone, env, out, logs, scratch, keep=args.keep)
     record["make_run"] = run_timed(["make", "run"], clone, env, logs / "make_run.log")
     run_file = clone / "runs" / "lm" / "results.json"
     if run_file.is_file():
