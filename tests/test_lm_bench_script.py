@@ -162,6 +162,7 @@ def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
 
 def test_plan_prints_done_runs_and_the_time_still_needed(bench, capsys, tmp_path):
     store = json.loads((LM_BENCH / "results.json").read_text())
+    store["runs"] = [r for r in store["runs"] if r["model"] != "crate-res-l-cpu"]  # as if its row were still to run
     plan = bench.make_plan(
         args(
             tag="main",
