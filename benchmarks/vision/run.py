@@ -15,6 +15,7 @@ One torch thread: on this shared 2-core machine two threads ran 3-10x slower per
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from aot.bench.lock import cpu_lock
+from aot.config import ModelConfig
 from aot.runinfo import machine_info
 from aot.train.vision_task import build_run_config, train_vision
 
@@ -71,6 +73,55 @@ ABLATIONS: dict[str, tuple[str, list[str]]] = {
 }
 
 
+# ModelConfig's fields when the first rows were recorded. A field added later enters a run's key only when it is
+# set away from its default, so the recorded runs keep their keys (and are not trained again) when ModelConfig grows.
+RECORDED_MODEL_FIELDS = frozenset(
+    {
+        "activation",
+        "attn_scale",
+        "bias",
+        "block",
+        "block_size",
+        "causal",
+        "dropout",
+        "final_norm",
+        "head_dim",
+        "image_size",
+        "in_chans",
+        "init_std",
+        "ista_lambda",
+        "ista_step",
+        "linear_attn_normalize",
+        "mamba_d_conv",
+        "mamba_d_state",
+        "mamba_expand",
+        "mlp_ratio",
+        "n_dims",
+        "n_embd",
+        "n_head",
+        "n_layer",
+        "n_points",
+        "norm",
+        "num_classes",
+        "patch_size",
+        "position",
+        "residual_scale",
+        "residual_scale_init",
+        "rope_theta",
+        "task",
+        "tied_output",
+        "vocab_size",
+    }
+)
+
+
+def model_identity(model: dict) -> dict:
+    """The resolved model as it enters a run's key: every recorded field, and later fields that are not at their
+    default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    return {k: v for k, v in model.items() if k in RECORDED_MODEL_FIELDS or v != defaults.get(k)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["main", "ablation", "report"])
@@ -97,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.steps and tag == "main":
             sets.append(f"train.steps={args.steps}")
         run = build_run_config(preset, flags={"data": {"dataset": args.data}, "train": {"seed": seed}}, sets=sets)
-        model = run.model_config().to_dict()  # the key follows the preset's resolved model, not just its name
+        model = model_identity(run.model_config().to_dict())  # the resolved model, not just the preset's name
         key = hashlib.sha256(json.dumps([tag, args.data, preset, sets, seed, model]).encode()).hexdigest()[:10]
         out = Path(args.runs) / f"{tag}-{args.data}-{preset}-s{seed}-{key}"
         if not (out / "results.json").is_file():
@@ -210,36 +261,33 @@ def markdown(store: dict) -> str:
 
 
 def plot(store: dict) -> None:
-    """Test top-1 of each model (a dot per seed, a bar for the mean), one panel per data set."""
+    """Test top-1 of each model (a dot per seed, a bar for the mean), one panel per data set and budget (epochs)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     main_rows = [r for r in store["runs"] if r["tag"] == "main"]
-    datasets = sorted({r["data"] for r in main_rows})
-    if not datasets:
+    panels = sorted({(r["data"], round(r["epochs"])) for r in main_rows})
+    if not panels:
         return
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.6), squeeze=False)
-    for ax, data in zip(axes[0], datasets):
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
+    for ax, (data, epochs) in zip(axes[0], panels):
+        rows = [r for r in main_rows if (r["data"], round(r["epochs"])) == (data, epochs)]
         shapes = sorted(
-            {(r["preset"], r["n_layer"], r["n_embd"]) for r in main_rows if r["data"] == data},
+            {(r["preset"], r["n_layer"], r["n_embd"]) for r in rows},
             key=lambda shape: (MODELS.index(shape[0]) if shape[0] in MODELS else 99, shape[1]),
         )
-        for i, (preset, n_layer, n_embd) in enumerate(shapes):
-            accs = [
-                100 * r["test_top1"]
-                for r in main_rows
-                if (r["preset"], r["n_layer"], r["n_embd"], r["data"]) == (preset, n_layer, n_embd, data)
-            ]
+        for i, shape in enumerate(shapes):
+            accs = [100 * r["test_top1"] for r in rows if (r["preset"], r["n_layer"], r["n_embd"]) == shape]
             ax.bar(i, statistics.mean(accs), color=f"C{i}", alpha=0.6)
             ax.plot([i] * len(accs), accs, "ko", ms=3)
         labels = [f"{preset}\n{n_layer}x{n_embd}" for preset, n_layer, n_embd in shapes]
         ax.set_xticks(range(len(shapes)), labels, fontsize=8)
-        low = min(100 * r["test_top1"] for r in main_rows if r["data"] == data)
+        low = min(100 * r["test_top1"] for r in rows)
         ax.set_ylim(max(0, low - 5), 100)
         ax.set_ylabel("test top-1 (%)")
-        ax.set_title(f"{data}, ~0.8M params, equal epochs")
+        ax.set_title(f"{data}, {epochs} epoch{'s' if epochs > 1 else ''}, ~0.8M params", fontsize=10)
     fig.tight_layout()
     fig.savefig(HERE / "accuracy.png", dpi=120)
     plt.close(fig)
