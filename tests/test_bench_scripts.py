@@ -119,3 +119,15 @@ def test_readme_speed_rows_are_rendered_from_the_records():
     rows = load_script("readme_rows")
     readme = (BENCH.parents[1] / "README.md").read_text()
     assert f"<!-- {rows.MARKER} -->\n{rows.block()}\n<!-- /{rows.MARKER} -->" in readme
+
+
+def test_readme_model_rows_are_rendered_from_the_bench_record():
+    rows = load_script("readme_rows")
+    readme = (BENCH.parents[1] / "README.md").read_text()
+    assert f"<!-- {rows.MODELS_MARKER} -->\n{rows.models_block()}\n<!-- /{rows.MODELS_MARKER} -->" in readme
+    record = json.loads((BENCH / "results.json").read_text())
+    gpt2 = next(r for r in record["models"] if (r["group"], r["label"]) == ("matched width/depth", "GPT-2"))
+    assert (
+        f"| GPT-2 | {gpt2['n_layer']} | {gpt2['flops_training'] / 1e6:.1f} M | {gpt2['train_tokens_per_s']:,.0f} |"
+        in (rows.models_block())
+    )

@@ -1,6 +1,7 @@
-"""The README's speed rows (``<!-- bench:speed -->`` block of the section "Cost side by side"), rendered from
-the JSON records of the scripts beside this one: generation.py, attention_paths.py, long_context_memory.py and
-rope_cache.py. tests/test_bench_scripts.py checks that the README holds exactly this block.
+"""The README's bench blocks (section "Cost side by side"), rendered from the records beside this script:
+``<!-- bench:models -->`` from `aot bench`'s results.json, ``<!-- bench:speed -->`` from generation.py,
+attention_paths.py, long_context_memory.py and rope_cache.py. tests/test_bench_scripts.py checks that the README
+holds exactly these blocks.
 
     python benchmarks/bench/readme_rows.py            # rewrite the README's block from the records
 """
@@ -16,6 +17,7 @@ from typing import Any
 HERE = Path(__file__).parent
 README = HERE.parents[1] / "README.md"
 MARKER = "bench:speed"
+MODELS_MARKER = "bench:models"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -94,12 +96,65 @@ def block() -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path = README) -> None:
-    text = readme.read_text()
-    pattern = re.compile(rf"(<!-- {MARKER} -->\n).*?(<!-- /{MARKER} -->)", re.S)
+MODEL_ROWS = [  # (group, label) of results.json's model table shown in the README, in this order
+    ("matched width/depth", "AoT-MSSA (tied)"),
+    ("matched width/depth", "AoT-MSSA (W_O)"),
+    ("matched width/depth", "AoT-MHSA"),
+    ("matched width/depth", "GPT-2"),
+    ("matched params", "AoT-MSSA (tied)"),
+    ("matched params", "AoT-MSSA (W_O)"),
+    ("matched params", "AoT-MHSA"),
+]
+
+
+def models_block() -> str:
+    """The headline rows of `aot bench` (benchmarks/bench/results.json) with the run's date, CPU and peak."""
+    bench = _load("results")
+    env, settings = bench["environment"], bench["settings"]
+    rows = {(r["group"], r["label"]): r for r in bench["models"]}
+    gpt2 = {group: rows[(group, "GPT-2")]["train_tokens_per_s"] for group, _ in MODEL_ROWS}
+    peer = bench.get("peer") or {}
+    lines = [
+        f"Recorded in `benchmarks/bench/` ({env['date']}, {env['cpu_count']} cores of an {env['processor']}, "
+        f"{settings.get('dtype', 'fp32')}, d = {settings['n_embd']}, {settings['n_head']} heads, "
+        f"T = {settings['seq_len']}, batch {settings['batch']}; matmul peak measured in the run "
+        f"{bench['peak']['used'] / 1e9:.0f} GFLOP/s; models of a comparison timed in interleaved rounds)"
+        + (
+            f"; our GPT-2 trains at {peer['train_speed_ratio']:.2f}× HF's `GPT2LMHeadModel` with the same weights "
+            f"(paired rounds {min(peer['train_speed_ratio_rounds']):.2f}–{max(peer['train_speed_ratio_rounds']):.2f})"
+            if peer.get("train_speed_ratio")
+            else ""
+        )
+        + ":",
+        "",
+        "| model | layers | FLOPs/token (train) | train tok/s | MFU (causal) | MFU (full square) | peak memory "
+        "| tok/s vs GPT-2 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for group, label in MODEL_ROWS:
+        r = rows[(group, label)]
+        name = f"{label}, {'same depth' if group == 'matched width/depth' else 'matched params'}"
+        if label == "GPT-2":
+            name = "GPT-2"
+        peak = r.get("train_peak_bytes")
+        lines.append(
+            f"| {name} | {r['n_layer']} | {r['flops_training'] / 1e6:.1f} M | {r['train_tokens_per_s']:,.0f} | "
+            f"{100 * r['train_mfu_causal']:.1f} % | {100 * r['train_mfu']:.1f} % | "
+            f"{'—' if peak is None else f'{peak / 2**20:.0f} MiB'} | {r['train_tokens_per_s'] / gpt2[group]:.2f}× |"
+        )
+    return "\n".join(lines)
+
+
+def _replace_block(text: str, marker: str, content: str, readme: Path) -> str:
+    pattern = re.compile(rf"(<!-- {marker} -->\n).*?(<!-- /{marker} -->)", re.S)
     if not pattern.search(text):
-        raise SystemExit(f"{readme} has no <!-- {MARKER} --> block")
-    readme.write_text(pattern.sub(lambda m: m.group(1) + block() + "\n" + m.group(2), text))
+        raise SystemExit(f"{readme} has no <!-- {marker} --> block")
+    return pattern.sub(lambda m: m.group(1) + content + "\n" + m.group(2), text)
+
+
+def update_readme(readme: Path = README) -> None:
+    text = _replace_block(readme.read_text(), MARKER, block(), readme)
+    readme.write_text(_replace_block(text, MODELS_MARKER, models_block(), readme))
 
 
 if __name__ == "__main__":
