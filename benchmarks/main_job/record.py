@@ -162,8 +162,8 @@ def readme_blocks(record: dict[str, Any]) -> dict[str, str]:
             else "`make test` not timed in this record (`--skip-test`). "
         )
         + "They vary with the machine: CPUs of the same size differ in matmul throughput (this one measured "
-        f"{peaks.get('fp32', 0) / 1e9:.0f} GFLOP/s in fp32 and {peaks.get('bf16', 0) / 1e9:.0f} in bf16, the AMD "
-        "EPYC of benchmarks/bench 187 in fp32). Large bf16 products "
+        f"{peaks.get('fp32', 0) / 1e9:.0f} GFLOP/s in fp32 and {peaks.get('bf16', 0) / 1e9:.0f} in bf16; a 2-core AMD "
+        "EPYC measured 187 in fp32 on the same day). Large bf16 products "
         f"{'lose to' if peaks.get('bf16', 0) < peaks.get('fp32', 0) else 'beat'} fp32 here, but what counts is the "
         "model's own shapes: `aot train lm` (`--precision auto`, the default) times one block of the model in "
         f"both and trained in {run['precision'] if run else 'the faster'} "
