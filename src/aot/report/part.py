@@ -176,6 +176,13 @@ def figure_blocks(results: dict[str, Any], part_dir: Path) -> list[Block]:
     return [Figure(part_dir / rel, caption) for rel, caption in results.get("figures", {}).items()]
 
 
+def differences_blocks(differences: list[str]) -> list[Block]:
+    """The section every part ends with: what differs from the paper (data, scale, protocol), one bullet each."""
+    from aot.report.document import Bullets, Paragraph
+
+    return [Paragraph("What differs from the paper:"), Bullets(differences)]
+
+
 def fmt_count(n: float) -> str:
     """A count for a table cell: 1.58M, 614k, 96."""
     if abs(n) >= 1e9:

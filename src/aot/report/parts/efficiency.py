@@ -8,13 +8,14 @@ from typing import Any
 
 import yaml
 
-from aot.report.document import Block, Bullets, Paragraph, Table
+from aot.report.document import Block, Paragraph, Table
 from aot.report.paper_numbers import PARAMS_PER_LAYER_D2
 from aot.report.part import (
     Context,
     Part,
     Plan,
     Step,
+    differences_blocks,
     existing_figures,
     figure_blocks,
     fmt_count,
@@ -139,7 +140,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
     ]
     if s["device"] == "cpu":
         differences.append("CPU timings on a machine shared with other jobs: read tokens/s as ±5-30 %.")
-    return [*blocks, Paragraph("What differs from the paper:"), Bullets(differences)]
+    return [*blocks, *differences_blocks(differences)]
 
 
 PART = Part(

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aot.report.document import Block, Bullets, Paragraph, Table
+from aot.report.document import Block, Paragraph, Table
 from aot.report.paper_numbers import ICL_PROTOCOL
-from aot.report.part import Context, Part, Plan, Step, figure_blocks, fmt_count, read_step_results
+from aot.report.part import Context, Part, Plan, Step, differences_blocks, figure_blocks, fmt_count, read_step_results
 
 # (label, CPU model preset, paper-size model preset)
 MODELS: tuple[tuple[str, str, str], ...] = (
@@ -137,8 +137,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
         ),
         table,
         *figure_blocks(results, part_dir),
-        Paragraph("What differs from the paper:"),
-        Bullets(differences),
+        *differences_blocks(differences),
     ]
 
 

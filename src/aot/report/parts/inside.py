@@ -14,9 +14,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aot.report.document import Block, Bullets, Paragraph, Table
+from aot.report.document import Block, Table
 from aot.report.paper_numbers import THEOREM1_LAYERS
-from aot.report.part import Context, Part, Plan, Step, existing_figures, figure_blocks, read_step_results, upstream
+from aot.report.part import (
+    Context,
+    Part,
+    Plan,
+    Step,
+    differences_blocks,
+    existing_figures,
+    figure_blocks,
+    read_step_results,
+    upstream,
+)
 from aot.report.parts.zeroshot import lm_run_folders
 
 LM_MODELS = ("GPT-2 Base", "AoT-MHSA-L Base", "AoT-MSSA-L Base")  # Medium adds nothing here
@@ -203,8 +213,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
         table,
         calibration,
         *figure_blocks(results, part_dir),
-        Paragraph("What differs from the paper:"),
-        Bullets(differences),
+        *differences_blocks(differences),
     ]
 
 

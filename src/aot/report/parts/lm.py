@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aot.report.document import Block, Bullets, Figure, Paragraph, Table
+from aot.report.document import Block, Figure, Paragraph, Table
 from aot.report.paper_numbers import LM_BASELINE, LM_MODELS, LM_RECIPE, lm_gap
-from aot.report.part import Context, Part, Plan, Step, fmt_count, read_step_results
+from aot.report.part import Context, Part, Plan, Step, differences_blocks, fmt_count, read_step_results
 
 # paper model -> (our preset, model overrides) per CPU preset; the paper preset uses the paper-scale presets
 CPU_MODELS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
@@ -212,7 +212,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
     ]
     if not all(r["val_loss"] < r["bigram_val_loss"] for r in runs):
         differences.append("Some models have not beaten the bigram yet: their gaps say little.")
-    return [*blocks, Paragraph("What differs from the paper:"), Bullets(differences)]
+    return [*blocks, *differences_blocks(differences)]
 
 
 PART = Part(

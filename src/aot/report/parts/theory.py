@@ -6,9 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aot.report.document import Block, Bullets, Paragraph, Table
+from aot.report.document import Block, Paragraph, Table
 from aot.report.paper_numbers import THEOREM1_LAYERS, THEOREM1_SNR
-from aot.report.part import Context, Part, Plan, Step, existing_figures, figure_blocks, read_step_results
+from aot.report.part import (
+    Context,
+    Part,
+    Plan,
+    Step,
+    differences_blocks,
+    existing_figures,
+    figure_blocks,
+    read_step_results,
+)
 
 # tiny: the main run only, at a size that takes a second
 TINY = ["--no-sweeps", "--deltas", "0.2", "0.5", "--p", "16", "--tokens-per-cluster", "32", "--layers", "4"]
@@ -124,7 +133,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
             "here (the signal grows and sharpens the other heads' softmax), so the factor falls below 1 + ητ"
             + ("; the paper's figure shows the full rate at δ = 0.5." if "0.5" in failing else ".")
         )
-    blocks += [Paragraph("What differs from the paper:"), Bullets(differences)]
+    blocks += differences_blocks(differences)
     return blocks
 
 

@@ -13,9 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from aot.data.images import FASHION_MNIST_INSTALL, fashion_mnist_installed
-from aot.report.document import Block, Bullets, Paragraph, Table
+from aot.report.document import Block, Table
 from aot.report.paper_numbers import IMAGENET, VISION_RECIPE
-from aot.report.part import Context, Part, Plan, Step, existing_figures, figure_blocks, fmt_count, read_step_results
+from aot.report.part import (
+    Context,
+    Part,
+    Plan,
+    Step,
+    differences_blocks,
+    existing_figures,
+    figure_blocks,
+    fmt_count,
+    read_step_results,
+)
 
 # (the paper's name, our CPU training preset, the paper-size training preset); the paper has no CRATE number
 MODELS: tuple[tuple[str, str, str], ...] = (
@@ -156,8 +166,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
     return [
         table,
         *figure_blocks(results, part_dir),
-        Paragraph("What differs from the paper:"),
-        Bullets(differences),
+        *differences_blocks(differences),
     ]
 
 

@@ -17,9 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from aot.data.corpora import is_fetched
-from aot.report.document import Block, Bullets, Paragraph, Table
+from aot.report.document import Block, Table
 from aot.report.paper_numbers import LM_MODELS, LM_RECIPE, ZERO_SHOT
-from aot.report.part import Context, Part, Plan, Step, figure_blocks, fmt_count, read_step_results, upstream
+from aot.report.part import (
+    Context,
+    Part,
+    Plan,
+    Step,
+    differences_blocks,
+    figure_blocks,
+    fmt_count,
+    read_step_results,
+    upstream,
+)
 from aot.report.parts import lm
 
 # the real sets, by their `aot eval lm --task` names (also the names of `aot reproduce --data NAME=FILE`)
@@ -210,8 +220,7 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
     return [
         table,
         *figure_blocks(results, part_dir),
-        Paragraph("What differs from the paper:"),
-        Bullets(differences),
+        *differences_blocks(differences),
     ]
 
 
