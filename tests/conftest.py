@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +12,27 @@ import pytest
 import torch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+
+
+@contextmanager
+def gloo_group(rank: int, world: int, store_file: str) -> Iterator[None]:
+    """One process of a CPU gloo group for the distributed tests (run it in every process that mp.spawn starts).
+    The processes meet through a file (FileStore), not a TCP port: no port to race for and no TCPStore server
+    thread on rank 0 that can abort that process at exit. The group is left as the `aot` command leaves it
+    (aot.train.distributed.shutdown_distributed): a barrier then destroy on success, destroy alone after an error."""
+    import torch.distributed as dist
+
+    from aot.train.distributed import shutdown_distributed
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world)
+    try:
+        yield
+    except BaseException:
+        shutdown_distributed(clean=False)
+        raise
+    shutdown_distributed(clean=True)
 
 
 def lm_loss(model, batch):

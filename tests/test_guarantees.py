@@ -24,7 +24,7 @@ from aot.errors import AotError
 from aot.models import AotModel, build_model, preset_config
 from aot.train import TrainConfig, Trainer, read_metrics
 from aot.train import checkpoint as ckpt
-from conftest import lm_loss
+from conftest import gloo_group, lm_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "sonnets.txt"
@@ -292,13 +292,8 @@ def test_nonfinite_loss_stops_at_its_step_or_is_skipped(tiny_trainer, tmp_path):
 # -- FSDP: sharded checkpoints through torch.distributed.checkpoint -----------------------------------------
 
 
-def _fsdp_worker(rank: int, world: int, port: int, out: str, stop_at: int | None, resume: bool) -> None:
-    import torch.distributed as dist
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+def _fsdp_worker(rank: int, world: int, store: str, out: str, stop_at: int | None, resume: bool) -> None:
+    with gloo_group(rank, world, store):
         torch.manual_seed(0)
         model = build_model(
             preset_config("aot-mssa-l-cpu", n_layer=2, n_embd=16, n_head=2, block_size=16, vocab_size=256)
@@ -310,16 +305,6 @@ def _fsdp_worker(rank: int, world: int, port: int, out: str, stop_at: int | None
         trainer = Trainer(model, LMBatches(_tokens(), 4, 16, seed=2), lm_loss, cfg, out)
         trainer.model_config = model.cfg.to_dict()
         trainer.fit(resume=resume, stop_at=stop_at)
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_fsdp_sharded_save_resume_and_export(tmp_path):
@@ -329,8 +314,8 @@ def test_fsdp_sharded_save_resume_and_export(tmp_path):
     import torch.multiprocessing as mp
 
     full, cut = tmp_path / "full", tmp_path / "cut"
-    mp.spawn(_fsdp_worker, args=(2, _free_port(), str(full), None, False), nprocs=2, join=True)
-    mp.spawn(_fsdp_worker, args=(2, _free_port(), str(cut), 3, False), nprocs=2, join=True)
+    mp.spawn(_fsdp_worker, args=(2, str(tmp_path / "store-full"), str(full), None, False), nprocs=2, join=True)
+    mp.spawn(_fsdp_worker, args=(2, str(tmp_path / "store-cut"), str(cut), 3, False), nprocs=2, join=True)
     state = ckpt.read_trainer_state(cut / "checkpoint")
     assert state["format"] == "sharded" and state["step"] == 3
     assert sorted(p.name for p in (cut / "checkpoint" / "sharded").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
@@ -340,7 +325,7 @@ def test_fsdp_sharded_save_resume_and_export(tmp_path):
     import shutil
 
     shutil.rmtree(cut / "checkpoint")  # as if killed after step 3's checkpoint was lost: resume from step 2
-    mp.spawn(_fsdp_worker, args=(2, _free_port(), str(cut), None, True), nprocs=2, join=True)
+    mp.spawn(_fsdp_worker, args=(2, str(tmp_path / "store-resume"), str(cut), None, True), nprocs=2, join=True)
     assert [r["loss"] for r in read_metrics(cut)] == pytest.approx([r["loss"] for r in read_metrics(full)], abs=1e-6)
     for run in (full, cut):
         assert main(["export", "safetensors", str(run), str(tmp_path / f"{run.name}-export")]) == 0

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from aot.train import TrainConfig, Trainer, read_metrics
 from aot.train import checkpoint as ckpt
 from aot.train.optim import Lion, param_groups
 from aot.train.schedule import lr_at
+from conftest import gloo_group
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
 
@@ -154,12 +153,6 @@ def test_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
 # -- distributed: the global batch does not depend on the number of processes -------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _dist_cfg(strategy: str) -> TrainConfig:
     return TrainConfig(
         steps=4,
@@ -178,13 +171,8 @@ def _double_model():
     return tiny_model(block_size=16).double()
 
 
-def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
-    import torch.distributed as dist
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+def _worker(rank: int, world: int, store: str, strategy: str, out: str) -> None:
+    with gloo_group(rank, world, store):
         trainer = Trainer(
             _double_model(), LMBatches(fixture_tokens(), 8, 16, seed=2), lm_loss_exact, _dist_cfg(strategy), out
         )
@@ -194,8 +182,6 @@ def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
         state = get_model_state_dict(trainer.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if rank == 0:
             torch.save(state, Path(out) / "weights.pt")
-    finally:
-        dist.destroy_process_group()
 
 
 def _one_process_weights(tmp_path: Path) -> dict[str, torch.Tensor]:
@@ -218,7 +204,7 @@ def test_two_processes_match_one(tmp_path, strategy):
 
     reference = _one_process_weights(tmp_path)
     out = tmp_path / strategy
-    mp.spawn(_worker, args=(2, _free_port(), strategy, str(out)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, str(tmp_path / "store"), strategy, str(out)), nprocs=2, join=True)
     weights = torch.load(out / "weights.pt")
     assert set(weights) == set(reference)
     for name, value in reference.items():

@@ -69,19 +69,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    status = 1
     try:
         if getattr(args, "seed", None) is not None:
             check_seed(args.seed)
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
     except AotError as exc:
         print(f"aot: error: {exc}", file=sys.stderr)
-        return 2
+        status = 2
     except OSError as exc:  # a full disk, a read-only folder, ...: one line, never a traceback
         print(f"aot: error: {os_error_line(exc)}", file=sys.stderr)
-        return 2
+        status = 2
     except KeyboardInterrupt:
         print("aot: interrupted", file=sys.stderr)
-        return 130
+        status = 130
+    finally:  # under torchrun: leave the process group before exit (a no-op in one process)
+        from aot.train.distributed import shutdown_distributed
+
+        shutdown_distributed(clean=status == 0)
+    return status
 
 
 if __name__ == "__main__":

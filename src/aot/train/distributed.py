@@ -108,6 +108,18 @@ def barrier() -> None:
         dist.barrier()
 
 
+def shutdown_distributed(clean: bool = True) -> None:
+    """Leave the process group before the interpreter exits (every entry point that may run under torchrun ends
+    with this). ``clean``: the command succeeded on every process, so wait for all of them first (a barrier:
+    no peer is still sending) and then destroy the group; after an error only destroy it (a peer may be gone).
+    A group left alive at exit lets gloo's worker threads outlive the objects they hold, and the process can
+    abort in interpreter shutdown (SIGABRT, "terminate called without an active exception")."""
+    if dist.is_available() and dist.is_initialized():
+        if clean:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
 def first_error(message: str) -> str:
     """The first non-empty error message of any process (every process calls it), so that all of them stop
     together with the same one-line error instead of waiting for each other forever."""
