@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--preset", default="cpu-quick", help="ICL run preset: cpu-quick (d = 5) or cpu-bench (d = 10)")
     parser.add_argument("--steps", type=int, default=1000, help="optimizer steps of 64 prompts (default 1000)")
     parser.add_argument("--set", action="append", default=[], help="override for every run, e.g. model.position=rope")
     parser.add_argument("--tag", default="main")
@@ -74,9 +75,11 @@ def run_task(args: argparse.Namespace, task: str, store: dict, store_path: Path)
         out = Path(args.runs) / f"{args.tag}-{task}-{model}"
         if args.eval_only and not (out / "results.json").is_file():
             continue
-        command = f"aot train icl --model {model} --out {out} --resume " + " ".join(f"--set {s}" for s in sets)
+        command = f"aot train icl --preset {args.preset} --model {model} --out {out} --resume " + " ".join(
+            f"--set {s}" for s in sets
+        )
         if not (out / "results.json").is_file():
-            run = build_run_config("cpu-quick", sets=sets, model_preset=model)
+            run = build_run_config(args.preset, sets=sets, model_preset=model)
             print(f"== {time.strftime('%H:%M:%S')} {args.tag} {task} {model}", flush=True)
             train_icl(run, out, "cpu", resume="auto")
         result = json.loads((out / "results.json").read_text())
