@@ -131,3 +131,22 @@ def test_readme_model_rows_are_rendered_from_the_bench_record():
         f"| GPT-2 | {gpt2['n_layer']} | {gpt2['flops_training'] / 1e6:.1f} M | {gpt2['train_tokens_per_s']:,.0f} |"
         in (rows.models_block())
     )
+
+
+@pytest.mark.slow
+def test_compiled_models_compute_the_eager_loss_and_gradients():
+    """benchmarks/bench/compiled.py times torch.compile'd models against eager ones: the compiled AoT-MSSA and
+    GPT-2 give the eager loss and gradients (fp32, 1e-5), so the two timings compare equal computations."""
+    compiled = load_script("compiled")
+    settings = compiled.BenchSettings.quick()
+    for label in compiled.MODELS:
+        eager, other = compiled.build(label, settings), compiled.build(label, settings)
+        idx = torch.randint(0, settings.vocab_size, (2, settings.seq_len))
+        losses = []
+        for model in (eager, torch.compile(other)):
+            _, loss = model(idx, labels=idx)
+            loss.backward()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-5)
+        for (name, a), b in zip(eager.named_parameters(), other.parameters(), strict=True):
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
