@@ -150,3 +150,18 @@ def test_compiled_models_compute_the_eager_loss_and_gradients():
         torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-5)
         for (name, a), b in zip(eager.named_parameters(), other.parameters(), strict=True):
             torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_readme_vision_table_is_rendered_from_the_vision_record():
+    """The README's vision table (test top-1 per model, data set and budget) is exactly what
+    benchmarks/vision/run.py renders from benchmarks/vision/results.json."""
+    spec = importlib.util.spec_from_file_location("vision_run", BENCH.parent / "vision" / "run.py")
+    assert spec is not None and spec.loader is not None
+    vision = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vision)
+    store = json.loads((BENCH.parent / "vision" / "results.json").read_text())
+    table = vision.readme_table(store)
+    assert f"<!-- {vision.README_MARKER} -->\n{table}\n<!-- /{vision.README_MARKER} -->" in vision.README.read_text()
+    main = [r for r in store["runs"] if r["tag"] == "main"]
+    for model in {r["preset"] for r in main}:  # every model of the main runs has a row
+        assert f"| {vision.NAMES[model]} |" in table

@@ -9,10 +9,11 @@ holds exactly these blocks.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from aot.runinfo import replace_marked_block
 
 HERE = Path(__file__).parent
 README = HERE.parents[1] / "README.md"
@@ -145,16 +146,9 @@ def models_block() -> str:
     return "\n".join(lines)
 
 
-def _replace_block(text: str, marker: str, content: str, readme: Path) -> str:
-    pattern = re.compile(rf"(<!-- {marker} -->\n).*?(<!-- /{marker} -->)", re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{readme} has no <!-- {marker} --> block")
-    return pattern.sub(lambda m: m.group(1) + content + "\n" + m.group(2), text)
-
-
 def update_readme(readme: Path = README) -> None:
-    text = _replace_block(readme.read_text(), MARKER, block(), readme)
-    readme.write_text(_replace_block(text, MODELS_MARKER, models_block(), readme))
+    text = replace_marked_block(readme.read_text(), MARKER, block(), readme)
+    readme.write_text(replace_marked_block(text, MODELS_MARKER, models_block(), readme))
 
 
 if __name__ == "__main__":

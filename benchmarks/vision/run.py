@@ -4,7 +4,7 @@ and CRATE on Fashion-MNIST (and MNIST), equal epochs, several seeds; plus the ab
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py ablation --lock /tmp/aot-cpu.lock
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py main --lock /tmp/aot-cpu.lock
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py main --data mnist --seeds 0 --lock ...
-    PYTHONPATH=src python benchmarks/vision/run.py report          # rewrite table.md and accuracy.png
+    PYTHONPATH=src python benchmarks/vision/run.py report   # rewrite table.md, accuracy.png and the README's table
 
 Every run goes through `aot.train.vision_task.train_vision` (the code behind `aot train vision`); finished runs
 are skipped when the script runs again (their results.json is reused), so an interrupted sweep resumes.
@@ -24,11 +24,14 @@ from pathlib import Path
 
 from aot.bench.lock import cpu_lock
 from aot.config import ModelConfig
-from aot.runinfo import machine_info
+from aot.runinfo import machine_info, replace_marked_block
 from aot.train.vision_task import build_run_config, train_vision
 
 HERE = Path(__file__).resolve().parent
+README = HERE.parents[1] / "README.md"
+README_MARKER = "vision:table"  # the README's table, rendered by readme_table() from results.json
 MODELS = ["aot-mssa", "aot-mhsa", "transformer", "crate"]  # training presets of `aot train vision`
+NAMES = {"aot-mssa": "AoT-MSSA-V", "aot-mhsa": "AoT-MHSA-V", "transformer": "ViT", "crate": "CRATE"}
 # What makes AoT-MSSA-V train: each row changes one choice of the model (150 steps x 128 = 0.35 epochs, seed 0).
 # Written before the result was known; the winner became the preset (see README.md).
 DEEP = ["model.n_layer=24", "model.n_embd=128"]
@@ -210,6 +213,41 @@ def report() -> None:
     store = json.loads(path.read_text())
     (HERE / "table.md").write_text(markdown(store))
     plot(store)
+    README.write_text(replace_marked_block(README.read_text(), README_MARKER, readme_table(store), README))
+
+
+def readme_table(store: dict) -> str:
+    """The README's table: test top-1 % (mean ± sd over seeds) of every model shape of the main runs, one column
+    per data set and budget (Fashion-MNIST first, longest budget first)."""
+    rows = [r for r in store["runs"] if r["tag"] == "main"]
+    columns = sorted(
+        {(r["data"], round(r["epochs"])) for r in rows}, key=lambda c: (c[0] != "fashion-mnist", c[0], -c[1])
+    )
+    current = {}  # each preset's shape in its latest run: older shapes are labelled as earlier presets
+    for r in sorted(rows, key=lambda r: r["date"]):
+        current[r["preset"]] = (r["n_layer"], r["n_embd"])
+    shapes = sorted(
+        {(r["preset"], r["n_layer"], r["n_embd"]) for r in rows},
+        key=lambda shape: (MODELS.index(shape[0]) if shape[0] in MODELS else 99, shape[1:] != current[shape[0]]),
+    )
+    data_names = {"fashion-mnist": "Fashion-MNIST", "mnist": "MNIST"}
+    header = [f"{data_names.get(d, d)}, {e} epoch{'s' if e > 1 else ''}" for d, e in columns]
+    lines = [
+        "| model | layers × width | params | " + " | ".join(header) + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
+    for preset, n_layer, n_embd in shapes:
+        mine = [r for r in rows if (r["preset"], r["n_layer"], r["n_embd"]) == (preset, n_layer, n_embd)]
+        name = NAMES.get(preset, preset)
+        if (n_layer, n_embd) != current[preset]:
+            name += f" (an earlier preset, {n_layer} × {n_embd})"
+        cells = []
+        for data, epochs in columns:
+            runs = [r for r in mine if (r["data"], round(r["epochs"])) == (data, epochs)]
+            cells.append(_mean_spread([r["test_top1"] for r in runs]) if runs else "—")
+        params = statistics.mean(r["params"] for r in mine) / 1e6
+        lines.append(f"| {name} | {n_layer} × {n_embd} | {params:.2f}M | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def markdown(store: dict) -> str:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 from typing import Any
 
 import torch
+
+from aot.errors import AotError
 
 
 def cpu_model() -> str:
@@ -63,3 +66,13 @@ def timing_header(record: dict[str, Any], extra: str = "") -> str:
     parts += [extra] if extra else []
     parts.append(f"load average {record['load_average_before']} → {record['load_average_after']}")
     return " · ".join(parts)
+
+
+def replace_marked_block(text: str, marker: str, content: str, source: object = "the file") -> str:
+    """``text`` with what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` replaced by ``content`` (the
+    README's generated tables: the benchmark scripts rewrite them from their records). ``source`` names the file
+    in the error when the markers are missing."""
+    pattern = re.compile(rf"(<!-- {re.escape(marker)} -->\n).*?(<!-- /{re.escape(marker)} -->)", re.S)
+    if not pattern.search(text):
+        raise AotError(f"{source} has no <!-- {marker} --> block")
+    return pattern.sub(lambda match: match.group(1) + content + "\n" + match.group(2), text)
