@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,14 +17,23 @@ FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
 
 @contextmanager
 def gloo_group(rank: int, world: int, store_file: str) -> Iterator[None]:
-    """One process of a CPU gloo group for the distributed tests (run it in every process that mp.spawn starts).
-    The processes meet through a file (FileStore), not a TCP port: no port to race for and no TCPStore server
-    thread on rank 0 that can abort that process at exit. The group is left as the `aot` command leaves it
-    (aot.train.distributed.shutdown_distributed): a barrier then destroy on success, destroy alone after an error."""
+    """One process of a CPU gloo group for the distributed tests (run it in every process that mp.spawn starts,
+    around the whole worker). The processes meet through a file (FileStore), not a TCP port: no port to race for
+    and no TCPStore server thread. The group is left as the `aot` command leaves it
+    (aot.train.distributed.shutdown_distributed): a barrier then destroy on success, destroy alone after an
+    error. After a success the process then ends at once (``os._exit(0)``, as a forked multiprocessing worker
+    does), skipping the interpreter's teardown: twice on CI (never in 40 local runs) a worker of the FSDP test
+    aborted (SIGABRT, "terminate called without an active exception", the C++ runtime's message for a thread
+    destroyed unjoined), most likely in that teardown, where FSDP's device mesh still holds the destroyed
+    group's gloo backend. What the tests check is written before this point. ``faulthandler`` prints every
+    thread's Python stack if a worker aborts anyway, so a failure says where."""
+    import faulthandler
+
     import torch.distributed as dist
 
     from aot.train.distributed import shutdown_distributed
 
+    faulthandler.enable(all_threads=True)  # an abort (SIGABRT) prints where every thread of this process was
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world)
@@ -33,6 +43,9 @@ def gloo_group(rank: int, world: int, store_file: str) -> Iterator[None]:
         shutdown_distributed(clean=False)
         raise
     shutdown_distributed(clean=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def lm_loss(model, batch):

@@ -50,15 +50,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", metavar="FILE", help="hold this flock(1)-style lock around each task's runs")
     args = parser.parse_args(argv)
     store_path = HERE / "results.json"
-    store = json.loads(store_path.read_text()) if store_path.is_file() else {"machine": machine_info(), "runs": {}}
     for task in args.tasks:
         with cpu_lock(args.lock):  # one task's runs back to back (the queue for the lock is not first-come)
-            run_task(args, task, store, store_path)
+            run_task(args, task, store_path)
         write_table(HERE)
     return 0
 
 
-def run_task(args: argparse.Namespace, task: str, store: dict, store_path: Path) -> None:
+def record_run(store_path: Path, key: str, entry: dict) -> None:
+    """Add one run's entry to results.json, re-read just before writing (several lanes of this script may run
+    at once, each on its own models) and replaced in one step (never a half-written file)."""
+    store = json.loads(store_path.read_text()) if store_path.is_file() else {"machine": machine_info(), "runs": {}}
+    store["runs"][key] = entry
+    tmp = store_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(store, indent=2) + "\n")
+    tmp.replace(store_path)
+
+
+def run_task(args: argparse.Namespace, task: str, store_path: Path) -> None:
     """Train every model on ``task`` (or reuse its finished run), then evaluate them together."""
     run_dirs, labels = [], []
     for model in args.models:
@@ -83,13 +92,13 @@ def run_task(args: argparse.Namespace, task: str, store: dict, store_path: Path)
             print(f"== {time.strftime('%H:%M:%S')} {args.tag} {task} {model}", flush=True)
             train_icl(run, out, "cpu", resume="auto")
         result = json.loads((out / "results.json").read_text())
-        store["runs"][f"{args.tag}/{task}/{model}"] = {
+        entry = {
             "command": command,
             "model": result["model"],
             "train": {k: result["train"][k] for k in ("steps", "prompts", "train_seconds", "final_train_loss")},
             "eval": {k: v for k, v in result["eval"].items() if k != "error_by_k"},
         }
-        store_path.write_text(json.dumps(store, indent=2) + "\n")
+        record_run(store_path, f"{args.tag}/{task}/{model}", entry)
         run_dirs.append(out)
         labels.append(model)
     if not run_dirs:
