@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from aot.analysis.calibration import calibrate
-from aot.analysis.circuits import compositions, copying_scores, head_scores, repeated_random_tokens
+from aot.analysis.circuits import (
+    compositions,
+    copying_scores,
+    head_scores,
+    repeated_random_tokens,
+    self_attention_share,
+)
 from aot.analysis.denoising import (
     claims,
     coding_rate,
@@ -425,3 +431,24 @@ def test_overlaps_without_angles_equal_mean_cos_squared() -> None:
     a = orthonormal_bases(torch.randn(3, 20, 5, generator=gen, dtype=torch.float64))
     b = orthonormal_bases(torch.randn(2, 20, 5, generator=gen, dtype=torch.float64))
     torch.testing.assert_close(overlaps(a, b), overlap(pairwise_angles(a, b)))
+
+
+def test_self_attention_share_is_the_mean_diagonal_weight_from_position_one():
+    """self_attention_share against a loop over batch, head and query (float64): the weight each query puts on
+    its own position, averaged over the batch and the positions from `first` on; uniform causal attention gives
+    the mean of 1/(t+1)."""
+    torch.manual_seed(0)
+    B, H, T = 3, 2, 7
+    scores = torch.randn(B, H, T, T, dtype=torch.float64).masked_fill(~torch.ones(T, T).tril().bool(), -math.inf)
+    pattern = scores.softmax(-1)
+    expected = torch.tensor(
+        [sum(float(pattern[b, h, t, t]) for b in range(B) for t in range(1, T)) / (B * (T - 1)) for h in range(H)],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(self_attention_share(pattern), expected, rtol=1e-12, atol=0)
+    uniform = torch.ones(T, T, dtype=torch.float64).tril()
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(B, H, T, T)
+    assert self_attention_share(uniform).tolist() == pytest.approx(
+        [sum(1 / (t + 1) for t in range(1, T)) / (T - 1)] * H
+    )
+    assert self_attention_share(pattern, first=0).tolist() != self_attention_share(pattern).tolist()

@@ -165,3 +165,36 @@ def test_readme_vision_table_is_rendered_from_the_vision_record():
     main = [r for r in store["runs"] if r["tag"] == "main"]
     for model in {r["preset"] for r in main}:  # every model of the main runs has a row
         assert f"| {vision.NAMES[model]} |" in table
+
+
+def test_icl_script_keeps_the_rows_of_a_concurrent_lane(tmp_path):
+    """benchmarks/icl/run.py's record_run re-reads results.json before adding its row: two lanes that started from
+    the same file both keep their runs, and an existing row is replaced, not duplicated."""
+    spec = importlib.util.spec_from_file_location("icl_run", BENCH.parent / "icl" / "run.py")
+    assert spec is not None and spec.loader is not None
+    icl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(icl)
+    store = tmp_path / "results.json"
+    icl.record_run(store, "d10/linear/gpt2", {"eval": {"k=2d": 0.9}})
+    icl.record_run(store, "d10/linear/aot-mssa", {"eval": {"k=2d": 1.0}})  # the other lane
+    icl.record_run(store, "d10/linear/gpt2", {"eval": {"k=2d": 0.5}})  # a rerun of the first
+    runs = json.loads(store.read_text())["runs"]
+    assert runs == {"d10/linear/gpt2": {"eval": {"k=2d": 0.5}}, "d10/linear/aot-mssa": {"eval": {"k=2d": 1.0}}}
+    assert not store.with_suffix(".json.tmp").exists()
+
+
+def test_icl_attention_distance_from_uniform():
+    """benchmarks/icl/self_attention.py's distance_from_uniform: 0 for uniform causal attention; for attention
+    all on the first key, the total-variation distance 1 − 1/(t+1) of query t, averaged over t = 1 … T−1."""
+    spec = importlib.util.spec_from_file_location("icl_self_attention", BENCH.parent / "icl" / "self_attention.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    T = 6
+    uniform = torch.ones(T, T, dtype=torch.float64).tril()
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(2, 3, T, T)
+    assert script.distance_from_uniform(uniform) == pytest.approx(0.0, abs=1e-12)
+    first = torch.zeros(2, 3, T, T, dtype=torch.float64)
+    first[..., 0] = 1.0
+    expected = sum(1 - 1 / (t + 1) for t in range(1, T)) / (T - 1)
+    assert script.distance_from_uniform(first) == pytest.approx(expected, rel=1e-12)

@@ -141,6 +141,16 @@ def pattern_scores(pattern: torch.Tensor, length: int) -> tuple[torch.Tensor, to
     return previous, induction
 
 
+def self_attention_share(pattern: torch.Tensor, first: int = 1) -> torch.Tensor:
+    """The mean weight a query puts on its own position (the diagonal of the pattern) per head, over the batch
+    and the query positions from ``first`` on: patterns (B, H, T, T) → (H,). Under a causal mask position 0
+    can only attend to itself, hence ``first=1``. With Q = K (MSSA) a head whose projected tokens have equal
+    norms scores every key at most as high as the query itself (Cauchy–Schwarz), so this share measures how
+    far a trained MSSA head has learned to look away from itself."""
+    positions = torch.arange(first, pattern.shape[-1], device=pattern.device)
+    return pattern[:, :, positions, positions].mean(dim=(0, 2))
+
+
 @torch.no_grad()
 def head_scores(model: HookedModule, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """Previous-token and induction scores of every head: (L, H) each, from the attention patterns
