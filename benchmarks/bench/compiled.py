@@ -16,8 +16,6 @@ About 10 CPU-minutes, most of it compilation. ``--quick``: a tiny size, seconds 
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -29,10 +27,11 @@ from aot.bench.flops import flops_per_token
 from aot.bench.mfu import mfu
 from aot.bench.peaks import measure_matmul_peak
 from aot.bench.peer import hf_gpt2, transformers_available
+from aot.bench.record import recorded_benchmark_main
 from aot.bench.suite import BenchSettings, block_config
 from aot.bench.timing import interleaved_timings, make_optimizer, random_tokens, training_step
 from aot.models import build_model
-from aot.runinfo import load_average, timing_header, timing_record
+from aot.runinfo import timing_header
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("AoT-MSSA (tied)", "GPT-2")  # labels of aot.bench.suite.BLOCKS
@@ -112,25 +111,10 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default: 4)")
-    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
-    parser.add_argument("--quick", action="store_true", help="a tiny size for a smoke test (not a record)")
-    parser.add_argument("--out", default=str(HERE / "compiled.json"))
-    parser.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the JSON")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    if args.markdown_only:
-        out.with_suffix(".md").write_text(markdown(json.loads(out.read_text())))
-        return 0
-    settings = BenchSettings.quick() if args.quick else BenchSettings()
-    before = load_average()
-    result = measure(settings, 1 if args.quick else args.rounds)
-    record = timing_record(before, args.note, **result)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(record))
-    print(markdown(record))
-    return 0
+    def run(quick: bool, rounds: int) -> dict[str, Any]:
+        return measure(BenchSettings.quick() if quick else BenchSettings(), rounds)
+
+    return recorded_benchmark_main(argv, __doc__, HERE / "compiled.json", run, markdown)
 
 
 if __name__ == "__main__":

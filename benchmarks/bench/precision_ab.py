@@ -13,8 +13,6 @@ About 3 CPU-minutes. ``--quick``: a tiny size, seconds (a smoke test, not a reco
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,11 @@ from typing import Any
 import torch
 
 from aot.bench.precision import BF16_MARGIN, choose_precision
+from aot.bench.record import recorded_benchmark_main
 from aot.bench.suite import BenchSettings, block_config
 from aot.bench.timing import interleaved_timings, make_optimizer, random_tokens, training_step
 from aot.models import build_model
-from aot.runinfo import load_average, timing_header, timing_record
+from aot.runinfo import timing_header
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("AoT-MSSA (tied)", "AoT-MHSA", "GPT-2")  # labels of aot.bench.suite.BLOCKS
@@ -88,28 +87,13 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default: 4)")
-    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
-    parser.add_argument("--quick", action="store_true", help="a tiny size for a smoke test (not a record)")
-    parser.add_argument("--out", default=str(HERE / "precision_ab.json"))
-    parser.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the JSON")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    if args.markdown_only:
-        out.with_suffix(".md").write_text(markdown(json.loads(out.read_text())))
-        return 0
-    s = BenchSettings.quick() if args.quick else BenchSettings()
-    rounds = 1 if args.quick else args.rounds
-    before = load_average()
-    rows = measure(s, rounds)
-    settings = dict(n_embd=s.n_embd, n_head=s.n_head, depth=s.depth, seq_len=s.seq_len, batch=s.batch, rounds=rounds,
-                    repeat=s.repeat)  # fmt: skip
-    record = timing_record(before, args.note, settings=settings, rows=rows)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(record))
-    print(markdown(record))
-    return 0
+    def run(quick: bool, rounds: int) -> dict[str, Any]:
+        s = BenchSettings.quick() if quick else BenchSettings()
+        settings = dict(n_embd=s.n_embd, n_head=s.n_head, depth=s.depth, seq_len=s.seq_len, batch=s.batch,
+                        rounds=rounds, repeat=s.repeat)  # fmt: skip
+        return {"settings": settings, "rows": measure(s, rounds)}
+
+    return recorded_benchmark_main(argv, __doc__, HERE / "precision_ab.json", run, markdown)
 
 
 if __name__ == "__main__":
