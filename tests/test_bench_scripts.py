@@ -198,3 +198,27 @@ def test_icl_attention_distance_from_uniform():
     first[..., 0] = 1.0
     expected = sum(1 - 1 / (t + 1) for t in range(1, T)) / (T - 1)
     assert script.distance_from_uniform(first) == pytest.approx(expected, rel=1e-12)
+
+
+def test_recorded_precision_ab_table_is_generated_from_its_json():
+    """precision_ab.md is the JSON's table, and each row's ratio is the chosen precision's step time over the
+    rejected one's."""
+    script = load_script("precision_ab")
+    record = json.loads((BENCH / "precision_ab.json").read_text())
+    assert (BENCH / "precision_ab.md").read_text() == script.markdown(record)
+    for row in record["rows"]:
+        rejected = "fp32" if row["chosen"] == "bf16" else "bf16"
+        seconds = row["step_seconds"]
+        assert row["chosen_over_rejected"] == pytest.approx(seconds[row["chosen"]] / seconds[rejected])
+
+
+def test_recorded_compiled_table_is_generated_from_its_json():
+    """compiled.md is the JSON's table; every model has an eager and a compiled row, and the compiled row's
+    speed-up is the eager step time over the compiled one."""
+    script = load_script("compiled")
+    record = json.loads((BENCH / "compiled.json").read_text())
+    assert (BENCH / "compiled.md").read_text() == script.markdown(record)
+    by_mode = {(r["model"], r["mode"]): r for r in record["rows"]}
+    for model in {r["model"] for r in record["rows"]}:
+        eager, compiled = by_mode[(model, "eager")], by_mode[(model, "compiled")]
+        assert compiled["speedup_from_compile"] == pytest.approx(eager["step_seconds"] / compiled["step_seconds"])

@@ -1,7 +1,7 @@
 """The README's bench blocks (section "Cost side by side"), rendered from the records beside this script:
 ``<!-- bench:models -->`` from `aot bench`'s results.json, ``<!-- bench:speed -->`` from generation.py,
-attention_paths.py, long_context_memory.py and rope_cache.py. tests/test_bench_scripts.py checks that the README
-holds exactly these blocks.
+attention_paths.py, long_context_memory.py, rope_cache.py, precision_ab.py and compiled.py.
+tests/test_bench_scripts.py checks that the README holds exactly these blocks.
 
     python benchmarks/bench/readme_rows.py            # rewrite the README's block from the records
 """
@@ -34,7 +34,7 @@ def block() -> str:
         _load(n) for n in ("generation", "attention_paths", "long_context_memory", "rope_cache")
     )
     lines = [
-        "| measured (benchmarks/bench/, 1 thread, shared 2-core Intel Xeon) | result |",
+        "| measured (benchmarks/bench/, 1 thread unless said, 2-core Intel Xeon) | result |",
         "|---|---|",
     ]
     cells = []
@@ -94,7 +94,36 @@ def block() -> str:
         + "; ".join(f"{r['model']}: {r['speedup']:.2f}×" for r in rope["rows"])
         + " (against recomputing them in every layer) |"
     )
+    lines += [precision_row(_load("precision_ab")), compiled_row(_load("compiled"))]
     return "\n".join(lines)
+
+
+def precision_row(record: dict[str, Any]) -> str:
+    """`--precision auto`'s choice per model against the precision it rejected, whole training steps."""
+    threads = record.get("omp_num_threads") or "all"
+    return (
+        f"| [precision `auto` chose](benchmarks/bench/precision_ab.md) against the one it rejected, whole training "
+        f"step, {threads} threads | "
+        + "; ".join(
+            f"{r['model']}: {r['chosen']}, **{r['chosen_over_rejected']:.2f}×** the rejected one's step time"
+            for r in record["rows"]
+        )
+        + " |"
+    )
+
+
+def compiled_row(record: dict[str, Any]) -> str:
+    """torch.compile's speed-up per model and our GPT-2 against HF's in each mode (step time ratios)."""
+    threads = record.get("omp_num_threads") or "all"
+    speedups = [r for r in record["rows"] if r["mode"] == "compiled"]
+    versus_hf = {r["mode"]: r["hf_over_ours"] for r in record["rows"] if "hf_over_ours" in r}
+    return (
+        f"| [torch.compile](benchmarks/bench/compiled.md), training step, {threads} threads | "
+        + "; ".join(f"{r['model']} {r['speedup_from_compile']:.2f}× from compiling" for r in speedups)
+        + "; our GPT-2 against HF's: "
+        + ", ".join(f"**{ratio:.2f}×** {mode}" for mode, ratio in versus_hf.items())
+        + " |"
+    )
 
 
 MODEL_ROWS = [  # (group, label) of results.json's model table shown in the README, in this order
