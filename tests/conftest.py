@@ -22,7 +22,7 @@ def gloo_group(rank: int, world: int, store_file: str) -> Iterator[None]:
     and no TCPStore server thread. The group is left as the `aot` command leaves it
     (aot.train.distributed.shutdown_distributed): a barrier then destroy on success, destroy alone after an
     error. After a success the process then ends at once (``os._exit(0)``, as a forked multiprocessing worker
-    does), skipping the interpreter's teardown: twice on CI (never in 40 local runs) a worker of the FSDP test
+    does), skipping the interpreter's teardown: twice on CI (never in a dozen local runs) a worker of the FSDP test
     aborted (SIGABRT, "terminate called without an active exception", the C++ runtime's message for a thread
     destroyed unjoined), most likely in that teardown, where FSDP's device mesh still holds the destroyed
     group's gloo backend. What the tests check is written before this point. ``faulthandler`` prints every
