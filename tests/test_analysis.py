@@ -14,6 +14,7 @@ from aot.analysis.calibration import calibrate
 from aot.analysis.circuits import (
     compositions,
     copying_scores,
+    distance_from_uniform,
     head_scores,
     repeated_random_tokens,
     self_attention_share,
@@ -452,3 +453,16 @@ def test_self_attention_share_is_the_mean_diagonal_weight_from_position_one():
         [sum(1 / (t + 1) for t in range(1, T)) / (T - 1)] * H
     )
     assert self_attention_share(pattern, first=0).tolist() != self_attention_share(pattern).tolist()
+
+
+def test_icl_attention_distance_from_uniform():
+    """distance_from_uniform: 0 for uniform causal attention; for attention all on the first key, the
+    total-variation distance 1 − 1/(t+1) of query t, averaged over t = 1 … T−1."""
+    T = 6
+    uniform = torch.ones(T, T, dtype=torch.float64).tril()
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(2, 3, T, T)
+    assert distance_from_uniform(uniform) == pytest.approx(0.0, abs=1e-12)
+    first = torch.zeros(2, 3, T, T, dtype=torch.float64)
+    first[..., 0] = 1.0
+    expected = sum(1 - 1 / (t + 1) for t in range(1, T)) / (T - 1)
+    assert distance_from_uniform(first) == pytest.approx(expected, rel=1e-12)

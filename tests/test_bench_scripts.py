@@ -183,23 +183,6 @@ def test_icl_script_keeps_the_rows_of_a_concurrent_lane(tmp_path):
     assert not store.with_suffix(".json.tmp").exists()
 
 
-def test_icl_attention_distance_from_uniform():
-    """benchmarks/icl/self_attention.py's distance_from_uniform: 0 for uniform causal attention; for attention
-    all on the first key, the total-variation distance 1 − 1/(t+1) of query t, averaged over t = 1 … T−1."""
-    spec = importlib.util.spec_from_file_location("icl_self_attention", BENCH.parent / "icl" / "self_attention.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    T = 6
-    uniform = torch.ones(T, T, dtype=torch.float64).tril()
-    uniform = (uniform / uniform.sum(-1, keepdim=True)).expand(2, 3, T, T)
-    assert script.distance_from_uniform(uniform) == pytest.approx(0.0, abs=1e-12)
-    first = torch.zeros(2, 3, T, T, dtype=torch.float64)
-    first[..., 0] = 1.0
-    expected = sum(1 - 1 / (t + 1) for t in range(1, T)) / (T - 1)
-    assert script.distance_from_uniform(first) == pytest.approx(expected, rel=1e-12)
-
-
 def test_recorded_precision_ab_table_is_generated_from_its_json():
     """precision_ab.md is the JSON's table, and each row's ratio is the chosen precision's step time over the
     rejected one's."""

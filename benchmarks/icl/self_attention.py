@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from aot.analysis.circuits import self_attention_share
+from aot.analysis.circuits import distance_from_uniform, self_attention_share
 from aot.analysis.heads import model_blocks
 from aot.data.icl import ICLDataConfig, eval_prompts
 from aot.eval.icl_cli import load_run
@@ -53,14 +53,6 @@ def layer_self_shares(run_dir: Path, n_prompts: int) -> dict:
         "distance_from_uniform_by_layer": spread,
         "uniform": uniform,
     }
-
-
-def distance_from_uniform(pattern: torch.Tensor) -> float:
-    """Mean total-variation distance between each causal query's attention (B, H, T, T) and uniform attention
-    over its keys: 0 for plain averaging, near 1 for attention on one key far back."""
-    T = pattern.shape[-1]
-    uniform = torch.tril(torch.ones(T, T, dtype=pattern.dtype)) / torch.arange(1, T + 1, dtype=pattern.dtype)[:, None]
-    return (0.5 * (pattern - uniform).abs().sum(-1))[:, :, 1:].mean().item()
 
 
 def table(rows: list[dict]) -> str:

@@ -151,6 +151,15 @@ def self_attention_share(pattern: torch.Tensor, first: int = 1) -> torch.Tensor:
     return pattern[:, :, positions, positions].mean(dim=(0, 2))
 
 
+def distance_from_uniform(pattern: torch.Tensor) -> float:
+    """Mean total-variation distance between each causal query's attention (B, H, T, T) and uniform attention
+    over its keys (queries 1 … T−1; query 0 has one key): 0 for plain averaging, near 1 for attention on one key
+    far back."""
+    T = pattern.shape[-1]
+    uniform = torch.tril(torch.ones(T, T, dtype=pattern.dtype)) / torch.arange(1, T + 1, dtype=pattern.dtype)[:, None]
+    return (0.5 * (pattern - uniform).abs().sum(-1))[:, :, 1:].mean().item()
+
+
 @torch.no_grad()
 def head_scores(model: HookedModule, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """Previous-token and induction scores of every head: (L, H) each, from the attention patterns
