@@ -21,6 +21,7 @@ from pathlib import Path
 
 from aot.bench.lock import cpu_lock
 from aot.eval.icl_cli import evaluate_runs, plot_curves
+from aot.outdir import write_text_atomic
 from aot.runinfo import machine_info
 from aot.train.icl_task import build_run_config, train_icl
 
@@ -62,9 +63,7 @@ def record_run(store_path: Path, key: str, entry: dict) -> None:
     at once, each on its own models) and replaced in one step (never a half-written file)."""
     store = json.loads(store_path.read_text()) if store_path.is_file() else {"machine": machine_info(), "runs": {}}
     store["runs"][key] = entry
-    tmp = store_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(store, indent=2) + "\n")
-    tmp.replace(store_path)
+    write_text_atomic(store_path, json.dumps(store, indent=2) + "\n")
 
 
 def run_task(args: argparse.Namespace, task: str, store_path: Path) -> None:

@@ -40,8 +40,9 @@ def layer_self_shares(run_dir: Path, n_prompts: int) -> dict:
     missing = [n for n in names if n not in cache]
     if missing:
         raise SystemExit(f"{run_dir}: no attention pattern at {missing[0]} (a block without softmax attention?)")
-    shares = [self_attention_share(cache[n].double()).mean().item() for n in names]
-    spread = [distance_from_uniform(cache[n].double()) for n in names]
+    patterns = [cache[n].double() for n in names]
+    shares = [self_attention_share(p).mean().item() for p in patterns]
+    spread = [distance_from_uniform(p) for p in patterns]
     T = 2 * prompts.xs.shape[1]
     uniform = sum(1.0 / (t + 1) for t in range(1, T)) / (T - 1)  # the diagonal weight of uniform causal attention
     return {

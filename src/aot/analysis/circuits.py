@@ -156,7 +156,8 @@ def distance_from_uniform(pattern: torch.Tensor) -> float:
     over its keys (queries 1 … T−1; query 0 has one key): 0 for plain averaging, near 1 for attention on one key
     far back."""
     T = pattern.shape[-1]
-    uniform = torch.tril(torch.ones(T, T, dtype=pattern.dtype)) / torch.arange(1, T + 1, dtype=pattern.dtype)[:, None]
+    causal = torch.ones(T, T, dtype=pattern.dtype, device=pattern.device).tril()
+    uniform = causal / causal.sum(-1, keepdim=True)
     return (0.5 * (pattern - uniform).abs().sum(-1))[:, :, 1:].mean().item()
 
 
