@@ -152,7 +152,9 @@ def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
         r.update(n_layer=36, non_embedding_params=1, tokens=8192, test_loss=2.0, val_nats_per_byte=2.0)
         r.update(train_seconds=1.0)
     text = bench.markdown(store)
-    assert "| grid | bytes | aot-mssa-l-cpu | rope | 0.001 0.003 0.01 | 0.003 | 2 | 2.5500 (2.5000-2.6000) |" in text
+    assert (
+        "| grid | bytes | aot-mssa-l-cpu | rope | — | 0.001 0.003 0.01 | 0.003 | 2 | 2.5500 (2.5000-2.6000) |" in text
+    )
     pytest.importorskip("matplotlib")
     png = bench.draw_quality_per_compute(store, "grid", tmp_path / "q.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -180,3 +182,41 @@ def test_plan_prints_done_runs_and_the_time_still_needed(bench, capsys, tmp_path
     (todo,) = [r for r in plan.runs if r.model == "crate-res-l-cpu"]
     assert total == pytest.approx(todo.tokens() * todo.training_flops_per_token() / bench.flops_per_second(store))
     assert todo.tokens() == 250 * 16 * 256
+
+
+def test_recording_a_run_keeps_rows_another_lane_wrote_meanwhile(bench, tmp_path):
+    """Two lanes of run.py each hold the store they loaded at start: recording a run re-reads results.json first,
+    so neither drops the other's rows."""
+    mine = bench.Run("lanes", "bytes", "gpt2-cpu", 250, "rope", 3e-3)
+    theirs = bench.Run("lanes", "bytes", "crate-l-cpu", 250, "rope", 3e-3)
+    results_path = tmp_path / "results.json"
+    stale = {"runs": []}  # what this lane loaded before the other lane recorded its row
+    their_row = {
+        **row(theirs, 2.9),
+        **dict(n_layer=24, non_embedding_params=4_750_000, tokens=1_024_000, test_loss=2.95, val_nats_per_byte=2.9),
+        **dict(tokens_per_second=2000.0, train_seconds=512.0),
+    }
+    results_path.write_text(json.dumps({"runs": [their_row]}))
+    out = mine.folder(tmp_path / "runs")
+    out.mkdir(parents=True)
+    result = {
+        "config": {"train": {"lr": 3e-3}},
+        "seed": 0,
+        "model": {"block": "transformer", "n_layer": 6, "non_embedding_params": 4_740_000},
+        "train": {
+            "tokens": 1_024_000,
+            "tokens_per_second": 3000.0,
+            "train_seconds": 341.0,
+            "wall_seconds": 350.0,
+            "evals": [{"tokens": 409_600, "val_loss": 2.6}],
+        },
+        "val": {"loss": 2.4, "nats_per_byte": 2.4},
+        "test": {"loss": 2.45, "nats_per_byte": 2.45},
+        "baselines": {"val": {"bigram": {"loss": 2.529}}},
+        "machine": {"date": "2026-12-01"},
+    }
+    (out / "results.json").write_text(json.dumps(result))
+    bench.train_one(mine, argparse.Namespace(runs=str(tmp_path / "runs"), lock=None), stale, results_path)
+    recorded = json.loads(results_path.read_text())["runs"]
+    assert {r["model"]: r["val_loss"] for r in recorded} == {"crate-l-cpu": 2.9, "gpt2-cpu": 2.4}
+    assert "| lanes | bytes | gpt2-cpu |" in (tmp_path / "table.md").read_text()

@@ -38,6 +38,7 @@ from typing import Any
 
 from aot.bench.flops import flops_per_token
 from aot.bench.lock import cpu_lock
+from aot.outdir import write_text_atomic
 from aot.runinfo import machine_info
 from aot.train.lm_task import build_run_config, train_lm
 
@@ -285,10 +286,13 @@ def train_one(run: Run, args: argparse.Namespace, store: dict, results_path: Pat
             train_lm(run.config(), out, "cpu", resume="auto")  # a killed run continues from its checkpoint
     result = json.loads((out / "results.json").read_text())
     row = summary_row(run, result)
+    # re-read just before writing: other lanes of this script may have recorded rows since this one started
+    if results_path.is_file():
+        store.update(json.loads(results_path.read_text()))
     store["runs"] = [r for r in store["runs"] if r["key"] != run.key] + [{"key": run.key, **row}]
     store["machine"] = machine_info()
-    results_path.write_text(json.dumps(store, indent=2) + "\n")
-    (HERE / "table.md").write_text(markdown(store))
+    write_text_atomic(results_path, json.dumps(store, indent=2) + "\n")
+    write_text_atomic(results_path.with_name("table.md"), markdown(store))
     print(json.dumps({k: row[k] for k in ("tag", "tokenizer", "model", "overrides", "val_loss")}), flush=True)
 
 
@@ -470,16 +474,17 @@ def markdown(store: dict) -> str:
             "Best lr: the lowest mean val loss among the lrs tried. Spread: min-max over the seeds. A gap is a gap "
             "only when it exceeds both spreads.",
             "",
-            "| tag | tokenizer | model | position | lrs tried | best lr | seeds | val mean (min-max) | gap to GPT-2 | "
-            "bigram |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| tag | tokenizer | model | position | other overrides | lrs tried | best lr | seeds | "
+            "val mean (min-max) | gap to GPT-2 | bigram |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for s in sorted(summary, key=lambda s: (s["tag"], s["tokenizer"], str(s["position"]), s["model"])):
             ref = gpt2.get((s["tag"], s["tokenizer"], s["position"], tuple(s["extra"])))
             gap = f"{100 * (s['val_mean'] - ref) / ref:+.1f} %" if ref else "—"
             lines.append(
                 f"| {s['tag']} | {s['tokenizer']} | {s['model']} | {s['position'] or 'default'} | "
-                f"{' '.join(f'{lr:g}' for lr in s['lrs_tried'])} | {s['lr']:g} | {len(s['seeds'])} | "
+                f"{' '.join(s['extra']) or '—'} | {' '.join(f'{lr:g}' for lr in s['lrs_tried'])} | {s['lr']:g} | "
+                f"{len(s['seeds'])} | "
                 f"{s['val_mean']:.4f} ({s['val_min']:.4f}-{s['val_max']:.4f}) | {gap} | {s['bigram']:.3f} |"
             )
     return "\n".join(lines) + "\n"
