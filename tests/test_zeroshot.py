@@ -221,6 +221,21 @@ def test_eval_lm_command_writes_results(tmp_path: Path) -> None:
     assert row["lambada"]["examples"] == 4 and row["cbt-ne"]["examples"] == 2
     assert set(results["sets"]) == {"lambada", "cbt-ne"}
     assert "| run |" in (out / "results.md").read_text()
+    assert row["training"] is None  # tiny_run's results.json records no training
+
+
+def test_eval_lm_rows_carry_the_runs_own_losses(tmp_path: Path) -> None:
+    run = tiny_run(tmp_path / "run")
+    trained = {"config": {"data": {"tokenizer": "bytes"}}, "train": {"tokens": 4096}}
+    trained |= {"val": {"loss": 2.4, "nats_per_byte": 2.4}, "test": {"loss": 2.5, "nats_per_byte": 2.5}}
+    (run / "results.json").write_text(json.dumps(trained))
+    out = tmp_path / "eval"
+    argv = ["eval", "lm", str(run), "--task", "lambada", "--data", f"lambada={FIXTURES / 'lambada.jsonl'}"]
+    assert main([*argv, "--out", str(out)]) == 0
+    row = json.loads((out / "results.json").read_text())["runs"]["run"]
+    assert row["training"] == {
+        "tokens": 4096, "val_loss": 2.4, "val_nats_per_byte": 2.4, "test_loss": 2.5, "test_nats_per_byte": 2.5
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

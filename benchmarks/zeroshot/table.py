@@ -1,16 +1,23 @@
-"""Write benchmarks/zeroshot/table.md: the three models on the Austen-built sets (from results.json and the runs'
-results.json) beside the paper's zero-shot table (docs/paper.md, arXiv 2506.03790).
+"""Write table.md of a zero-shot folder: its models on the Austen-built sets (from the folder's results.json, written
+by `aot eval lm`, and the runs' own losses) beside the paper's zero-shot table (docs/paper.md, arXiv 2506.03790).
 
-    python benchmarks/zeroshot/table.py
+    python benchmarks/zeroshot/table.py                 # benchmarks/zeroshot (the 200-step models of train.sh)
+    python benchmarks/zeroshot/table.py benchmarks/zeroshot/lm-bench-rope   # the benchmarks/lm models (lm_bench.py)
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-NAMES = {"gpt2-cpu": "GPT-2", "aot-mhsa-l-cpu": "AoT-MHSA", "aot-mssa-l-cpu": "AoT-MSSA (learned W_O)"}
+NAMES = {  # model preset -> table name; a run's name contains its preset (runs/bench-lm/TAG-TOKENIZER-PRESET-KEY)
+    "gpt2-cpu": "GPT-2",
+    "aot-mhsa-l-cpu": "AoT-MHSA",
+    "aot-mssa-l-cpu": "AoT-MSSA (learned W_O)",
+    "aot-mssa-tied-l-cpu": "AoT-MSSA (tied output)",
+}
 PAPER = [  # model, LAMBADA loss, PTB loss, WikiText loss, LAMBADA acc, CBT-CN acc, CBT-NE acc
     ("AoT-MSSA Base (102M)", 4.70, 6.03, 4.65, 0.25, 0.80, 0.74),
     ("AoT-MSSA Medium (182M)", 4.47, 5.08, 4.22, 0.29, 0.84, 0.77),
@@ -19,8 +26,19 @@ PAPER = [  # model, LAMBADA loss, PTB loss, WikiText loss, LAMBADA acc, CBT-CN a
 ]
 
 
-def main() -> str:
-    results = json.loads((HERE / "results.json").read_text())
+def display_name(run_name: str) -> str:
+    return next((label for preset, label in NAMES.items() if preset in run_name), run_name)
+
+
+def shakespeare_val(row: dict) -> float:
+    """The run's val loss in nats/byte: recorded in the eval row (``training``) or read from the run folder."""
+    if row.get("training"):
+        return float(row["training"]["val_nats_per_byte"])
+    return float(json.loads((Path(row["path"]) / "results.json").read_text())["val"]["nats_per_byte"])
+
+
+def main(folder: Path = HERE) -> str:
+    results = json.loads((folder / "results.json").read_text())
     lines = [
         f"Ours: {results['date']}, {results['machine']['processor']} "
         f"({results['machine']['cpu_count']} cores, shared); Austen-built sets "
@@ -32,11 +50,10 @@ def main() -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in results["runs"].items():
-        run = json.loads((Path(row["path"]) / "results.json").read_text())
         lam, ppl = row["austen-lambada"], row["austen-ppl"]
         lines.append(
-            f"| {NAMES.get(name, name)} | {row['n_layer']} | {row['non_embedding_params'] / 1e6:.2f}M "
-            f"| {run['val']['nats_per_byte']:.3f} | {lam['loss']:.2f} | {lam['acc_whole_word']:.3f} "
+            f"| {display_name(name)} | {row['n_layer']} | {row['non_embedding_params'] / 1e6:.2f}M "
+            f"| {shakespeare_val(row):.3f} | {lam['loss']:.2f} | {lam['acc_whole_word']:.3f} "
             f"| {lam['acc_all_tokens']:.3f} | {lam['acc_last_token']:.3f} | {ppl['nats_per_token']:.3f} "
             f"| {ppl['nats_per_word']:.2f} | {row['austen-cbt-cn']['accuracy']:.2f} "
             f"| {row['austen-cbt-ne']['accuracy']:.2f} |"
@@ -66,9 +83,9 @@ def main() -> str:
     ]
     lines += ["| " + " | ".join([name, *(f"{v:.2f}" for v in values)]) + " |" for name, *values in PAPER]
     table = "\n".join(lines) + "\n"
-    (HERE / "table.md").write_text(table)
+    (folder / "table.md").write_text(table)
     return table
 
 
 if __name__ == "__main__":
-    print(main(), end="")
+    print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE), end="")

@@ -132,6 +132,7 @@ def evaluate_runs(
             "block_size": run.block_size,
             "tokenizer": run.tokenizer.name,
             "non_embedding_params": run.model.num_params(non_embedding=True),
+            "training": training_record(run.path),
         }
         for task in tasks:
             start = time.perf_counter()
@@ -139,6 +140,21 @@ def evaluate_runs(
             row[task]["seconds"] = time.perf_counter() - start
         results["runs"][run.name] = row
     return results
+
+
+def training_record(run_dir: Path) -> dict[str, Any] | None:
+    """What the run's own results.json says of its training (tokens seen, val / test loss and nats per byte), so a
+    zero-shot table can show the in-domain loss beside the zero-shot numbers; None for an export or a run that has
+    not finished."""
+    path = run_dir / "results.json"
+    try:
+        result = json.loads(path.read_text())
+        return {
+            "tokens": result["train"]["tokens"],
+            **{f"{split}_{key}": result[split][key] for split in ("val", "test") for key in ("loss", "nats_per_byte")},
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _sha(path: Path) -> str:
