@@ -1,0 +1,171 @@
+"""TransformerLens view of a trained language model: ``to_hooked_transformer(model)`` returns a
+``transformer_lens.HookedTransformer`` with the same weights and the same logits, so activation patching, path
+patching, attribution and the rest of that toolkit run on AoT models without a line of our own.
+
+    pip install 'aot[lens]'      # transformer-lens >= 3, < 4 (4.0 removed HookedTransformer)
+
+    from aot.lens import to_hooked_transformer
+    tl_model = to_hooked_transformer(model)               # model: an aot CausalLM (aot-mssa, aot-mhsa, transformer)
+    logits, cache = tl_model.run_with_cache(tokens)       # cache["blocks.0.attn.hook_pattern"], ...
+
+How each block maps onto TransformerLens's attention (per head h; ``W_Q[h]`` is d × p, ``W_O[h]`` is p × d):
+
+- MSSA (docs/paper.md §2): Q = K = V = U_hᵀz, so ``W_Q[h] = W_K[h] = W_V[h] = U_h`` with zero biases; the
+  output is Σ_h U_h(·) (``tied_output``: ``W_O[h] = U_hᵀ``) or the learned W_O. The heads keep MSSA's
+  symmetric QK circuit, and ``hook_q``, ``hook_k`` and ``hook_v`` all hold U_hᵀz.
+- MHSA: the rows of ``qkv_proj`` split into heads. ``transformer``: also the GELU MLP (``gelu`` or GPT-2's
+  ``gelu_new``).
+- The step size η of ``residual_scale`` (scalar or per channel) is folded into ``W_O`` and ``b_O``; the
+  pre-LayerNorm (or none), rotary (GPT-NeoX's rotate-half, the same frequencies) or learned positions, the
+  score scale (1/√p or 1) and the unembedding tied to the embedding carry over as they are.
+
+The view is a copy for analysis: training it does not change the aot model.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from aot.errors import AotError
+from aot.models.lm import CausalLM
+from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformer_lens import HookedTransformer
+
+SUPPORTED_BLOCKS = ("aot-mssa", "aot-mhsa", "transformer")
+_ACT_FN = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
+
+
+def _import_lens() -> Any:
+    try:
+        import transformer_lens
+    except ImportError as error:
+        raise AotError("the TransformerLens view needs transformer-lens 3.x: pip install 'aot[lens]'") from error
+    if not hasattr(transformer_lens, "HookedTransformerConfig"):
+        raise AotError("transformer-lens 4 removed HookedTransformer; install 3.x: pip install 'aot[lens]'")
+    return transformer_lens
+
+
+def check_mappable(model: CausalLM) -> None:
+    """Raise a one-line error unless ``model`` has a TransformerLens mapping (checked before the import)."""
+    if not isinstance(model, CausalLM):
+        raise AotError(f"the TransformerLens view is for language models, not {type(model).__name__}")
+    cfg = model.cfg
+    if cfg.block not in SUPPORTED_BLOCKS:
+        raise AotError(f"no TransformerLens mapping for block {cfg.block!r}; supported: {', '.join(SUPPORTED_BLOCKS)}")
+    if cfg.norm not in ("layernorm", "none"):
+        raise AotError(f"no TransformerLens mapping for norm {cfg.norm!r} (layernorm or none)")
+    if cfg.norm == "layernorm" and not cfg.final_norm:
+        raise AotError("no TransformerLens mapping for LayerNorm blocks without a final norm (final_norm=false)")
+
+
+def hooked_config(model: CausalLM) -> Any:
+    """The ``HookedTransformerConfig`` of ``model``'s architecture (raises for a block without a mapping)."""
+    check_mappable(model)
+    lens = _import_lens()
+    cfg = model.cfg
+    dtype = next(model.parameters()).dtype
+    first: Any = model.backbone.blocks[0]  # every block has the same shapes
+    extra: dict[str, Any] = {}
+    if cfg.block == "transformer":
+        extra.update(d_mlp=first.mlp.up_proj.out_features, act_fn=_ACT_FN[cfg.activation])
+    if cfg.position == "rope":
+        extra.update(positional_embedding_type="rotary", rotary_dim=cfg.p, rotary_base=cfg.rope_theta)
+    return lens.HookedTransformerConfig(
+        n_layers=cfg.n_layer,
+        d_model=cfg.n_embd,
+        n_heads=cfg.n_head,
+        d_head=cfg.p,
+        n_ctx=cfg.block_size,
+        d_vocab=cfg.vocab_size,
+        attn_only=cfg.block != "transformer",
+        normalization_type="LN" if cfg.norm == "layernorm" else None,  # norm "none": no final norm either
+        eps=first.attn_norm.eps if cfg.norm == "layernorm" else 1e-5,
+        use_attn_scale=True,
+        attn_scale=1.0 / first.attn.scale,  # TransformerLens divides the scores by it
+        default_prepend_bos=False,
+        dtype=dtype,
+        device=str(next(model.parameters()).device),
+        init_weights=False,
+        **extra,
+    )
+
+
+def _heads_in(weight: torch.Tensor, n_head: int) -> torch.Tensor:
+    """A (H·p, d) projection (rows = head channels) as TransformerLens's (H, d, p)."""
+    return weight.view(n_head, -1, weight.shape[-1]).transpose(1, 2)
+
+
+def hooked_state_dict(model: CausalLM) -> dict[str, torch.Tensor]:
+    """``model``'s weights under TransformerLens's names and shapes (see the module docstring)."""
+    cfg = model.cfg
+    H, p, d = cfg.n_head, cfg.p, cfg.n_embd
+    state: dict[str, torch.Tensor] = {"embed.W_E": model.tok_embed.weight, "unembed.W_U": model.lm_head.weight.t()}
+    state["unembed.b_U"] = model.lm_head.weight.new_zeros(cfg.vocab_size)
+    zeros = model.tok_embed.weight.new_zeros
+    if cfg.position != "rope":  # learned, or none: TransformerLens's standard embedding at zero
+        state["pos_embed.W_pos"] = model.pos_embed.weight if model.pos_embed is not None else zeros(cfg.block_size, d)
+    blocks: list[Any] = list(model.backbone.blocks)
+    for i, block in enumerate(blocks):
+        prefix = f"blocks.{i}."
+        attn = block.attn
+        if isinstance(attn, MultiHeadSubspaceSelfAttention):
+            bases = _heads_in(attn.subspace_proj.weight, H)  # U_h, (H, d, p)
+            for name in "QKV":
+                state[prefix + f"attn.W_{name}"] = bases
+                state[prefix + f"attn.b_{name}"] = zeros(H, p)
+            if attn.out_proj is None:  # tied: Σ_h U_h(·)
+                W_O, b_O = bases.transpose(1, 2), zeros(d)
+            else:
+                W_O, b_O = attn.out_proj.weight.t().reshape(H, p, d), attn.out_proj.bias
+        elif isinstance(attn, MultiHeadSelfAttention):
+            w_q, w_k, w_v = attn.qkv_proj.weight.chunk(3, dim=0)
+            biases = attn.qkv_proj.bias.chunk(3) if attn.qkv_proj.bias is not None else (zeros(H * p),) * 3
+            for name, weight, bias in zip("QKV", (w_q, w_k, w_v), biases, strict=True):
+                state[prefix + f"attn.W_{name}"] = _heads_in(weight, H)
+                state[prefix + f"attn.b_{name}"] = bias.view(H, p)
+            W_O, b_O = attn.out_proj.weight.t().reshape(H, p, d), attn.out_proj.bias
+        else:  # pragma: no cover - hooked_config refuses these blocks first
+            raise AotError(f"no TransformerLens mapping for {type(attn).__name__}")
+        b_O = zeros(d) if b_O is None else b_O
+        eta = block.attn_scale.eta
+        if eta is not None:  # x + η ⊙ (out W_O + b_O): fold η into the output projection
+            W_O, b_O = W_O * eta, b_O * eta
+        state[prefix + "attn.W_O"], state[prefix + "attn.b_O"] = W_O, b_O
+        if cfg.norm == "layernorm":
+            state[prefix + "ln1.w"] = block.attn_norm.weight
+            state[prefix + "ln1.b"] = block.attn_norm.bias if block.attn_norm.bias is not None else zeros(d)
+        if cfg.block == "transformer":
+            mlp = block.mlp
+            hidden = mlp.up_proj.out_features
+            state[prefix + "ln2.w"] = block.mlp_norm.weight
+            state[prefix + "ln2.b"] = block.mlp_norm.bias if block.mlp_norm.bias is not None else zeros(d)
+            state[prefix + "mlp.W_in"] = mlp.up_proj.weight.t()
+            state[prefix + "mlp.b_in"] = mlp.up_proj.bias if mlp.up_proj.bias is not None else zeros(hidden)
+            state[prefix + "mlp.W_out"] = mlp.down_proj.weight.t()
+            state[prefix + "mlp.b_out"] = mlp.down_proj.bias if mlp.down_proj.bias is not None else zeros(d)
+    if cfg.norm == "layernorm":
+        final: Any = model.backbone.final_norm
+        state["ln_final.w"] = final.weight
+        state["ln_final.b"] = final.bias if final.bias is not None else zeros(d)
+    return {name: tensor.detach().clone().contiguous() for name, tensor in state.items()}
+
+
+def to_hooked_transformer(model: CausalLM) -> HookedTransformer:
+    """A ``HookedTransformer`` computing what ``model`` computes (same logits; see the module docstring)."""
+    check_mappable(model)
+    lens = _import_lens()
+    with warnings.catch_warnings():  # 3.x deprecates HookedTransformer in favour of 4.x's HF-only bridge
+        warnings.simplefilter("ignore", DeprecationWarning)
+        tl_model = lens.HookedTransformer(hooked_config(model))
+    state = hooked_state_dict(model)
+    missing, unexpected = tl_model.load_state_dict(state, strict=False)
+    # TransformerLens keeps buffers (masks, rotary tables, IGNORE) in its state dict; every weight must be set
+    missing = [name for name in missing if not name.endswith(("mask", "IGNORE", "rotary_sin", "rotary_cos"))]
+    if missing or unexpected:
+        raise AotError(f"TransformerLens view: weights not mapped {missing}, unknown {unexpected}")
+    return tl_model.eval()
