@@ -144,12 +144,19 @@ def test_cbt_picks_the_most_likely_candidate() -> None:
     assert same["accuracy"] == pytest.approx(0.5)
 
 
-def test_perplexity_of_a_uniform_model_is_the_vocabulary_size() -> None:
+@pytest.mark.parametrize(
+    ("reader", "fixture", "words"),
+    [
+        (zeroshot_data.read_ptb, "ptb.tiny.txt", 8 + 1 + 10 + 1),  # tokens + one <eos> per sentence
+        (zeroshot_data.read_wikitext, "wiki.tiny.raw", None),  # whitespace tokens of the raw file
+    ],
+)
+def test_perplexity_of_a_uniform_model_is_the_vocabulary_size(reader, fixture, words) -> None:  # type: ignore[no-untyped-def]
     uniform = BigramTable(torch.zeros(256, 256, dtype=torch.float64))
-    doc = zeroshot_data.read_ptb(FIXTURES / "ptb.tiny.txt")
-    assert doc.words == 8 + 1 + 10 + 1  # tokens + one <eos> per sentence
+    doc = reader(FIXTURES / fixture)
+    assert doc.words == (words if words is not None else len((FIXTURES / fixture).read_text().split()))
     scores = zeroshot.perplexity(doc, ByteTokenizer(), model_scorer(uniform, 16), block_size=16)
-    n = len(doc.text.encode()) - 1
+    n = len(doc.text.encode()) - 1  # every byte after the first, each scored once
     assert scores["tokens"] == n
     assert scores["per_token_perplexity"] == pytest.approx(256.0)
     assert scores["per_word_perplexity"] == pytest.approx(math.exp(n * math.log(256) / doc.words))
@@ -172,6 +179,17 @@ def test_readers_name_the_bad_line() -> None:
         zeroshot_data.read_cbt(FIXTURES / "cbtest_bad.txt")
     with pytest.raises(AotError, match="does not exist"):
         zeroshot_data.read_cbt(FIXTURES / "missing.txt")
+    # a CBT file given as LAMBADA text: refused at its first question line
+    cbt_as_lambada = FIXTURES / "cbtest_NE_tiny.txt"
+    with pytest.raises(AotError, match=r"cbtest_NE_tiny.txt:21: looks like a CBT file"):
+        zeroshot_data.read_lambada(cbt_as_lambada)
+
+
+def test_ptb_errors_count_blank_lines(tmp_path: Path) -> None:
+    bad = tmp_path / "ptb.txt"
+    bad.write_text("the cat sat\n\n\n{not ptb}\n")
+    with pytest.raises(AotError, match=r"ptb.txt:4: does not look like PTB"):
+        zeroshot_data.read_ptb(bad)
 
 
 # -- the Austen-style builders on a small text -----------------------------------------------------------
@@ -226,7 +244,7 @@ def test_eval_lm_command_writes_results(tmp_path: Path) -> None:
 
 def test_eval_lm_rows_carry_the_runs_own_losses(tmp_path: Path) -> None:
     run = tiny_run(tmp_path / "run")
-    trained = {"config": {"data": {"tokenizer": "bytes"}}, "train": {"tokens": 4096}}
+    trained = {"config": {"data": {"tokenizer": "bytes", "corpus": "shakespeare"}}, "train": {"tokens": 4096}}
     trained |= {"val": {"loss": 2.4, "nats_per_byte": 2.4}, "test": {"loss": 2.5, "nats_per_byte": 2.5}}
     (run / "results.json").write_text(json.dumps(trained))
     out = tmp_path / "eval"
@@ -234,8 +252,27 @@ def test_eval_lm_rows_carry_the_runs_own_losses(tmp_path: Path) -> None:
     assert main([*argv, "--out", str(out)]) == 0
     row = json.loads((out / "results.json").read_text())["runs"]["run"]
     assert row["training"] == {
-        "tokens": 4096, "val_loss": 2.4, "val_nats_per_byte": 2.4, "test_loss": 2.5, "test_nats_per_byte": 2.5
+        "corpus": "shakespeare", "tokens": 4096, "val_loss": 2.4, "val_nats_per_byte": 2.4, "test_loss": 2.5,
+        "test_nats_per_byte": 2.5,
     }  # fmt: skip
+    assert "austen_held_out" not in row
+
+
+def test_a_run_trained_on_austen_is_flagged_on_the_austen_sets(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from aot.eval.zeroshot_cli import trained_on_austen
+
+    assert trained_on_austen({"corpus": "austen"}) and trained_on_austen({"corpus": "/data/Austen-novels.txt"})
+    assert not trained_on_austen({"corpus": "shakespeare"}) and not trained_on_austen(None)
+    run = tiny_run(tmp_path / "run")
+    trained = {"config": {"data": {"tokenizer": "bytes", "corpus": "austen"}}, "train": {"tokens": 1}}
+    trained |= {"val": {"loss": 2.4, "nats_per_byte": 2.4}, "test": {"loss": 2.5, "nats_per_byte": 2.5}}
+    (run / "results.json").write_text(json.dumps(trained))
+    lambada = tmp_path / "austen_lambada.jsonl"
+    lambada.write_text((FIXTURES / "lambada.jsonl").read_text())
+    argv = ["eval", "lm", str(run), "--task", "austen-lambada", "--data", f"austen-lambada={lambada}"]
+    assert main([*argv, "--out", str(tmp_path / "eval")]) == 0
+    assert "not held out" in capsys.readouterr().err
+    assert json.loads((tmp_path / "eval" / "results.json").read_text())["runs"]["run"]["austen_held_out"] is False
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,8 @@ def read_lambada(path: str | Path) -> list[LambadaExample]:
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                 raise AotError(f"{where}: a LAMBADA JSON line needs a string field 'text'")
             line = record["text"]
+        elif _CBT_LINE.match(line) and "\t" in line:  # a CBT question line: "21 query\tanswer\t\tcandidates"
+            raise AotError(f"{where}: looks like a CBT file (numbered lines with tabs), not LAMBADA passages")
         examples.append(lambada_example(line, where))
     if not examples:
         raise AotError(f"{path}: no LAMBADA passages found")
@@ -169,13 +171,13 @@ def detokenize_wikitext(text: str) -> str:
 def read_ptb(path: str | Path) -> PerplexityDoc:
     """PTB's ``ptb.*.txt``: one sentence per line; words = tokens + one ``<eos>`` per sentence."""
     path = Path(path)
-    lines = [line.strip() for line in _read_lines(path)]
-    lines = [line for line in lines if line]
-    if not lines:
-        raise AotError(f"{path}: no PTB sentences found")
-    for number, line in enumerate(lines, start=1):
+    numbered = [(number, line.strip()) for number, line in enumerate(_read_lines(path), start=1)]
+    for number, line in numbered:  # numbers count every line of the file, blank ones too
         if "\t" in line or line.startswith("{"):
             raise AotError(f"{path}:{number}: does not look like PTB text (one tokenised sentence per line)")
+    lines = [line for _, line in numbered if line]
+    if not lines:
+        raise AotError(f"{path}: no PTB sentences found")
     words = sum(len(line.split()) + 1 for line in lines)
     return PerplexityDoc(detokenize_ptb("\n".join(lines) + "\n"), words)
 
