@@ -1,0 +1,69 @@
+"""Zero-shot evaluation of the language benchmark's own models: for each model of a `benchmarks/lm` tag, the run at
+its best learning rate (lowest val loss at seed 0, as `benchmarks/lm/run.py` picks it) goes through `aot eval lm
+--task austen`; writes DIR/results.json, results.md and table.md (default DIR: benchmarks/zeroshot/lm-bench-TAG).
+
+    PYTHONPATH=src python benchmarks/zeroshot/lm_bench.py --tag rope --tokenizer bytes
+
+The run folders (runs/bench-lm/..., with their checkpoints) must still exist on this machine: the checkpoints are
+not committed; `benchmarks/lm/run.py` with the row's command retrains one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from aot.cli import main as aot_main
+
+HERE = Path(__file__).resolve().parent
+LM_BENCH = HERE.parent / "lm"
+MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "aot-mssa-tied-l-cpu"]
+
+
+def _load(name: str, path: Path):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def best_run_folders(store: dict, tag: str, tokenizer: str, runs: Path, models: list[str]) -> list[Path]:
+    """The folder of each model's seed-0 run at its best lr in ``tag`` (models without rows are left out)."""
+    rows = [r for r in store["runs"] if r["tag"] == tag and r["tokenizer"] == tokenizer and r.get("seed", 0) == 0]
+    folders = []
+    for model in models:
+        mine = [r for r in rows if r["model"] == model]
+        if not mine:
+            continue
+        best = min(mine, key=lambda r: (r["val_loss"], r["lr"]))
+        folders.append(runs / f"{tag}-{tokenizer}-{model}-{best['key']}")
+    return folders
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tag", default="rope", help="benchmarks/lm tag whose models are evaluated")
+    parser.add_argument("--tokenizer", default="bytes")
+    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser.add_argument("--runs", default="runs/bench-lm", help="where benchmarks/lm/run.py wrote the runs")
+    parser.add_argument("--out", help="output folder (default benchmarks/zeroshot/lm-bench-TAG)")
+    args = parser.parse_args(argv)
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    folders = best_run_folders(store, args.tag, args.tokenizer, Path(args.runs), args.models)
+    missing = [str(f) for f in folders if not (f / "results.json").is_file()]
+    if not folders or missing:
+        raise SystemExit(f"lm_bench.py: error: no finished runs of tag {args.tag!r} here ({', '.join(missing)})")
+    out = Path(args.out or HERE / f"lm-bench-{args.tag}")
+    code = aot_main(["eval", "lm", *map(str, folders), "--task", "austen", "--out", str(out)])
+    if code == 0:
+        print(_load("zeroshot_table", HERE / "table.py").main(out), end="")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
