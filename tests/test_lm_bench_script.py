@@ -220,3 +220,20 @@ def test_recording_a_run_keeps_rows_another_lane_wrote_meanwhile(bench, tmp_path
     recorded = json.loads(results_path.read_text())["runs"]
     assert {r["model"]: r["val_loss"] for r in recorded} == {"crate-l-cpu": 2.9, "gpt2-cpu": 2.4}
     assert "| lanes | bytes | gpt2-cpu |" in (tmp_path / "table.md").read_text()
+
+
+def test_gap_reference_is_gpt2_at_the_same_lr_else_the_same_seed_else_main(bench):
+    def r(model, val, position="rope", lr=None, seed=0, tag="grid"):  # type: ignore[no-untyped-def]
+        return row(bench.Run(tag, "bytes", model, 250, position, lr, seed), val)
+
+    store = {
+        "runs": [
+            r("gpt2-cpu", 2.0, lr=1e-3),
+            r("gpt2-cpu", 1.9, lr=3e-3),
+            r("gpt2-cpu", 1.95, lr=3e-3, seed=1),
+            r("gpt2-cpu", 2.5, position=None, tag="main"),
+        ]
+    }
+    assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.2, lr=1e-3)) == 2.0  # same lr
+    assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.1, lr=1e-3, seed=1)) == 1.95  # same seed, GPT-2's best lr
+    assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.1, position="learned", lr=1e-2)) == 2.5  # main

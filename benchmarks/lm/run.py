@@ -21,7 +21,7 @@ Every run goes through `aot.train.lm_task.train_lm` (the code behind `aot train 
 killed run continues from its checkpoint and a finished one (its results.json exists) is skipped, so the same
 command resumes a grid. Results are appended to benchmarks/lm/results.json (keyed by tag / tokenizer / model /
 overrides); benchmarks/lm/table.md (every run, then the summary over seeds) and, with ``--figure``,
-benchmarks/lm/quality_per_compute.png (val loss against training FLOPs and against training seconds) are
+benchmarks/lm/quality_per_compute-TAG.png (val loss against training FLOPs and against training seconds) are
 rewritten. ``--plan`` prints the runs with an estimated CPU time and trains nothing.
 """
 
@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default="main", help="group name in results.json (main = the comparison)")
     parser.add_argument("--runs", default="runs/bench-lm", help="folder for the individual runs")
     parser.add_argument("--plan", action="store_true", help="print the runs and the estimated CPU time; train nothing")
-    parser.add_argument("--figure", action="store_true", help="also draw quality_per_compute.png for --tag")
+    parser.add_argument("--figure", action="store_true", help="also draw quality_per_compute-TAG.png for --tag")
+    parser.add_argument("--render", action="store_true", help="rewrite table.md from results.json; train nothing")
     parser.add_argument(
         "--lock", metavar="FILE", help="hold this flock(1)-style lock around each run (e.g. /tmp/aot-cpu.lock)"
     )
@@ -262,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         print_plan(plan, store, args.runs)
         return 0
+    if args.render:
+        write_text_atomic(results_path.with_name("table.md"), markdown(store))
+        if args.figure:
+            print(f"wrote {draw_quality_per_compute(store, args.tag, HERE / f'quality_per_compute-{args.tag}.png')}")
+        return 0
     todo = list(plan.runs)
     while todo:
         for run in todo:
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = make_plan(args, store)
         todo = [run for run in plan.runs if not any(r["key"] == run.key for r in store["runs"])]
     if args.figure:
-        print(f"wrote {draw_quality_per_compute(store, args.tag, HERE / 'quality_per_compute.png')}")
+        print(f"wrote {draw_quality_per_compute(store, args.tag, HERE / f'quality_per_compute-{args.tag}.png')}")
     return 0
 
 
@@ -418,6 +424,27 @@ def draw_quality_per_compute(store: dict, tag: str, path: Path) -> Path:
     return path
 
 
+def reference_loss(store: dict, row: dict) -> float | None:
+    """GPT-2's val loss that ``row``'s gap is measured against: GPT-2 with the same overrides (the same lr) where
+    that run exists; else GPT-2 of the same tag, tokenizer, position, extra overrides and seed at its best lr (a
+    later seed of a sweep runs at each model's own best lr); else GPT-2 of the main comparison."""
+    gpt2 = [with_axes(r) for r in store["runs"] if r["model"] == REFERENCE and r["tokenizer"] == row["tokenizer"]]
+    same = [r for r in gpt2 if r["tag"] == row["tag"] and r["overrides"] == row["overrides"]]
+    if same:
+        return float(same[0]["val_loss"])
+    axes = with_axes(row)
+    peers = [
+        r
+        for r in gpt2
+        if r["tag"] == row["tag"]
+        and (r["position"], r["extra"], r["seed"]) == (axes["position"], axes["extra"], axes["seed"])
+    ]
+    if peers:
+        return float(min(r["val_loss"] for r in peers))
+    main = [r for r in gpt2 if r["tag"] == "main" and not r["overrides"]]
+    return float(main[0]["val_loss"]) if main else None
+
+
 def markdown(store: dict) -> str:
     machine = store["machine"]
     lines = [
@@ -439,16 +466,8 @@ def markdown(store: dict) -> str:
         "nats/byte (val) | tokens/s | train s | overrides |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    # the gap is to GPT-2 trained with the same overrides (e.g. the same learning rate) where that run exists,
-    # else to GPT-2 of the main comparison
-    reference = {
-        (r["tag"], r["tokenizer"], tuple(r["overrides"])): r["val_loss"]
-        for r in store["runs"]
-        if r["model"] == REFERENCE
-    }
     for r in sorted(store["runs"], key=lambda r: (r["tag"] != "main", r["tag"], r["tokenizer"], r["model"])):
-        same = reference.get((r["tag"], r["tokenizer"], tuple(r["overrides"])))
-        ref = same if same is not None else reference.get(("main", r["tokenizer"], ()))
+        ref = reference_loss(store, r)
         gap = f"{100 * (r['val_loss'] - ref) / ref:+.1f} %" if ref else "—"
         lines.append(
             f"| {r['tag']} | {r['tokenizer']} | {r['model']} | {r['n_layer']} | "
