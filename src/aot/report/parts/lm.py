@@ -35,7 +35,12 @@ CPU_MODELS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
         "AoT-MSSA-L Medium": ("aot-mssa-l-cpu", {"n_layer": 33, "n_embd": 384, "n_head": 6}),
     },
 }
-# training options per CPU preset (the cpu-bench recipe: AdamW, lr 1e-3, warm-up, cosine, bf16 autocast)
+# Every CPU model trains with rotary positions at its family's best lr in benchmarks/lm's rotary sweep (tag rope:
+# lr 1e-3 / 3e-3 / 1e-2, 4.7M parameters, 1M byte tokens): with learned absolute positions the attention-only models
+# stay at the bigram level on budgets like these (benchmarks/lm/README.md).
+CPU_POSITION = "rope"
+CPU_LR = {"gpt2-cpu": 3e-3, "aot-mhsa-l-cpu": 1e-3, "aot-mssa-l-cpu": 3e-3}
+# training options per CPU preset (the cpu-bench recipe: AdamW, warm-up, cosine, precision auto)
 CPU_TRAIN: dict[str, list[str]] = {
     "tiny": ["--steps", "4", "--set", "model.block_size=32", "--set", "train.eval_every=2",
              "--set", "eval.periodic_windows=4", "--set", "eval.final_windows=8"],
@@ -81,6 +86,7 @@ def plan(ctx: Context) -> Plan:
         argv = ["train", "lm", "--preset", "cpu-bench", "--model", preset, "--corpus", corpus, "--tokenizer", "bytes"]
         for k, v in overrides.items():
             argv += ["--set", f"model.{k}={v}"]
+        argv += ["--set", f"model.position={CPU_POSITION}", "--lr", f"{CPU_LR[preset]:g}"]
         argv += [*CPU_TRAIN[ctx.preset], "--set", "train.progress=false"]
         steps.append(Step(_slug(name), argv, resumable=ctx.preset == "full"))
     models = {name: [preset, overrides] for name, (preset, overrides) in CPU_MODELS[ctx.preset].items()}
@@ -113,6 +119,8 @@ def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
                 "tokenizer": r["data"]["tokenizer"],
                 "corpus": r["config"]["data"]["corpus"],
                 "context": r["config"]["model"].get("block_size"),
+                "position": r["config"]["model"].get("position") or "learned",
+                "lr": r["config"]["train"]["lr"],
                 "machine": r["machine"],
             }
         )
@@ -209,6 +217,12 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
         f"{paper_tokens / 1e9:.0f}B tokens: these runs sit at the very start of training.",
         f"Context {first['context']} (the paper: {LM_RECIPE['context']}); one seed; the paper's exact depths and "
         "widths are not published (ours are chosen to match its parameter counts).",
+        "Positions "
+        + ", ".join(sorted({r.get("position", "learned") for r in runs}))
+        + "; lr "
+        + ", ".join(f"{r['paper_model']} {r['lr']:g}" for r in runs if "lr" in r)
+        + " (CPU presets: each family's best lr of benchmarks/lm's rotary sweep). The paper's models are GPT-2's, "
+        "with learned absolute positions and one recipe for all.",
     ]
     if not all(r["val_loss"] < r["bigram_val_loss"] for r in runs):
         differences.append("Some models have not beaten the bigram yet: their gaps say little.")
