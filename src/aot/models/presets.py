@@ -84,6 +84,11 @@ PRESETS: dict[str, Preset] = {
             _lm("aot-mssa", 72, 256, 4, tied_output=True, **_CPU_LM),
             "AoT-MSSA as in the paper's formula (tied output), 72 layers",
         ),
+        Preset(
+            "aot-mssa-tied-w-cpu",
+            _lm("aot-mssa", 18, 512, 8, tied_output=True, position="rope", **_CPU_LM),
+            "the tied operator that trains: width 512 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
+        ),
         Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
         Preset(
             "crate-res-l-cpu",
