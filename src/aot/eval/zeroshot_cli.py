@@ -77,9 +77,10 @@ def resolve_data(tasks: list[str], data: list[str]) -> dict[str, Path]:
     for task in real:
         if task not in paths:
             raise AotError(f"task {task!r} needs its data file: --data PATH ({TASKS[task].what}); it is not bundled")
-    if any(t.startswith("austen-") for t in tasks):
+    to_build = [t for t in tasks if t.startswith("austen-") and t not in paths]  # --data gives a set's file too
+    if to_build:
         built = build_austen_sets()
-        paths.update({t: built[t] for t in tasks if t in built})
+        paths.update({t: built[t] for t in to_build if t in built})
     return paths
 
 
