@@ -12,7 +12,7 @@ from aot.report.part import PRESET_HELP, PRESETS
 
 EPILOG = """\
 examples:
-  aot reproduce                                   # quick: every part on a 2-core CPU (22 min recorded)
+  aot reproduce                                   # quick: every part on a 2-core CPU (11 min recorded)
   aot reproduce --preset quick --out benchmarks/report --screenshot
   aot reproduce --only theory lm                  # some parts; the others' earlier results are kept
   aot reproduce --preset full --dry-run           # print the commands, run nothing

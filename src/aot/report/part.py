@@ -18,7 +18,8 @@ from aot.report.document import Block
 PRESETS = ("tiny", "quick", "full", "paper")
 PRESET_HELP = {
     "tiny": "for tests: seconds per part, numbers mean nothing",
-    "quick": "every part at a small size: 22 minutes measured on a 2-core CPU at one torch thread (benchmarks/report)",
+    "quick": "every part at a small size: 11 minutes measured from a fresh clone on a quiet 2-core CPU "
+    "(benchmarks/report)",
     "full": "a few CPU hours: the recorded CPU-scale benchmarks",
     "paper": "the paper's scale: 102M-182M models on OpenWebText / ImageNet with torchrun on GPUs",
 }
