@@ -85,7 +85,7 @@ class Run:
         return hashlib.sha256(json.dumps([self.tag, self.tokenizer, self.model, self.sets]).encode()).hexdigest()[:10]
 
     def folder(self, runs: str | Path) -> Path:
-        return Path(runs) / f"{self.tag}-{self.tokenizer}-{self.model}-{self.key}"
+        return run_folder(runs, self.tag, self.tokenizer, self.model, self.key)
 
     def config(self):  # type: ignore[no-untyped-def]
         return build_run_config(
@@ -101,6 +101,11 @@ class Run:
     def tokens(self) -> int:
         train = self.config().train
         return int(train.steps * train.batch_size * self.config().model_config().block_size)
+
+
+def run_folder(runs: str | Path, tag: str, tokenizer: str, model: str, key: str) -> Path:
+    """Where a run of the benchmark lives (a results.json row names it by these fields and its key)."""
+    return Path(runs) / f"{tag}-{tokenizer}-{model}-{key}"
 
 
 def vocab_size(tokenizer: str) -> int:
@@ -265,10 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.render:
         write_text_atomic(results_path.with_name("table.md"), markdown(store))
-        if args.figure:
-            print(f"wrote {draw_quality_per_compute(store, args.tag, HERE / f'quality_per_compute-{args.tag}.png')}")
-        return 0
-    todo = list(plan.runs)
+    todo = [] if args.render else list(plan.runs)
     while todo:
         for run in todo:
             train_one(run, args, store, results_path)

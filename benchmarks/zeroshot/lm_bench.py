@@ -11,7 +11,6 @@ not committed; `benchmarks/lm/run.py` with the row's command retrains one.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -20,16 +19,11 @@ from aot.cli import main as aot_main
 
 HERE = Path(__file__).resolve().parent
 LM_BENCH = HERE.parent / "lm"
+sys.path[:0] = [str(HERE), str(LM_BENCH)]
+import table  # noqa: E402  (benchmarks/zeroshot/table.py)
+from run import best_lr, run_folder  # noqa: E402  (benchmarks/lm/run.py: the sweep's own choice and naming)
+
 MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "aot-mssa-tied-l-cpu"]
-
-
-def _load(name: str, path: Path):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def best_run_folders(store: dict, tag: str, tokenizer: str, runs: Path, models: list[str]) -> list[Path]:
@@ -38,10 +32,11 @@ def best_run_folders(store: dict, tag: str, tokenizer: str, runs: Path, models: 
     folders = []
     for model in models:
         mine = [r for r in rows if r["model"] == model]
-        if not mine:
+        lr = best_lr(mine)
+        if lr is None:
             continue
-        best = min(mine, key=lambda r: (r["val_loss"], r["lr"]))
-        folders.append(runs / f"{tag}-{tokenizer}-{model}-{best['key']}")
+        best = next(r for r in mine if r["lr"] == lr)
+        folders.append(run_folder(runs, tag, tokenizer, model, best["key"]))
     return folders
 
 
@@ -61,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or HERE / f"lm-bench-{args.tag}")
     code = aot_main(["eval", "lm", *map(str, folders), "--task", "austen", "--out", str(out)])
     if code == 0:
-        print(_load("zeroshot_table", HERE / "table.py").main(out), end="")
+        print(table.main(out), end="")
     return code
 
 

@@ -136,7 +136,7 @@ def evaluate_runs(
             "non_embedding_params": run.model.num_params(non_embedding=True),
             "training": training_record(run.path),
         }
-        if any(t.startswith("austen") for t in tasks) and trained_on_austen(row["training"]):
+        if any(t.startswith("austen-") for t in tasks) and trained_on_austen(row["training"]):
             row["austen_held_out"] = False
             print(
                 f"aot: note: {run.name} was trained on Austen, so the austen-* sets are not held out for it; "
