@@ -56,6 +56,7 @@ def row(run, val_loss: float) -> dict:  # type: ignore[no-untyped-def]
         "extra": list(run.extra),
         "val_loss": val_loss,
         "bigram_val_loss": 2.5,
+        "tokens": run.steps * 16 * 256,
     }
 
 
@@ -237,3 +238,29 @@ def test_gap_reference_is_gpt2_at_the_same_lr_else_the_same_seed_else_main(bench
     assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.2, lr=1e-3)) == 2.0  # same lr
     assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.1, lr=1e-3, seed=1)) == 1.95  # same seed, GPT-2's best lr
     assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.1, position="learned", lr=1e-2)) == 2.5  # main
+
+
+def test_a_shape_override_is_measured_against_gpt2_of_the_same_positions_and_budget(bench):
+    """rope-wide's contenders change their own shape: their GPT-2 is the rope GPT-2 of another tag at its best
+    lr, never the learned-position main run; a longer budget is never compared with a shorter one."""
+    wide = ("model.n_layer=8", "model.n_embd=384")
+
+    def r(model, val, tag="rope", lr=1e-3, seed=0, steps=250, extra=()):  # type: ignore[no-untyped-def]
+        return row(bench.Run(tag, "bytes", model, steps, "rope", lr, seed, tuple(extra)), val)
+
+    store = {
+        "runs": [
+            r("gpt2-cpu", 2.0, lr=1e-3),
+            r("gpt2-cpu", 1.9, lr=3e-3),
+            r("gpt2-cpu", 1.92, lr=3e-3, seed=1),
+            r("gpt2-cpu", 1.6, tag="rope-4x", lr=3e-3, steps=1000),
+            row(bench.Run("main", "bytes", "gpt2-cpu", 250), 2.5),
+        ]
+    }
+    contender = r("aot-mhsa-l-cpu", 2.0, tag="rope-wide", extra=wide)
+    assert bench.reference_loss(store, contender) == 1.9
+    assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.0, tag="rope-wide", seed=1, extra=wide)) == 1.92
+    assert bench.reference_loss(store, r("aot-mssa-l-cpu", 1.8, tag="rope-4x", steps=1000)) == 1.6
+    summary = bench.seed_summary({"runs": [*store["runs"], contender]})
+    wide_row = next(s for s in summary if s["tag"] == "rope-wide")
+    assert bench.summary_reference(summary, wide_row) == pytest.approx((1.9 + 1.92) / 2)

@@ -200,6 +200,8 @@ def test_every_preset_builds_runs_forward_and_backward(name):
         (dict(task="image", image_size=30, patch_size=4), "image_size=30 is not divisible by patch_size=4"),
         (dict(dropout=1.5), "dropout=1.5"),
         (dict(position="rope", head_dim=3, block="aot-mssa"), "even head_dim"),
+        (dict(block="aot-mhsa", subspace_init="orthogonal"), "block='aot-mhsa' has none"),
+        (dict(subspace_init="qr"), "subspace_init='qr' is not one of normal, orthogonal"),
     ],
 )
 def test_bad_config_raises_one_line_error_naming_the_field(fields, message):
@@ -208,6 +210,30 @@ def test_bad_config_raises_one_line_error_naming_the_field(fields, message):
         ModelConfig(**{**base, **fields})
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("n_head", "head_dim"), [(4, 4), (4, 8)])
+def test_orthogonal_subspace_init_gives_orthogonal_bases_of_normal_length(n_head, head_dim):
+    """subspace_init='orthogonal': [U_1 … U_K] has orthonormal columns times init_std·√d (K·p ≤ d), so
+    U_kᵀU_j = 0 for k ≠ j; when K·p > d its rows are orthogonal instead. Checked against the Gram matrices."""
+    torch.manual_seed(0)
+    d, std = 16, 0.02
+    cfg = ModelConfig(n_layer=2, n_embd=d, n_head=n_head, head_dim=head_dim, subspace_init="orthogonal")
+    model = build_model(cfg).double()
+    gain = std * d**0.5
+    for block in model.backbone.blocks:
+        U = block.attn.subspace_proj.weight.t()  # (d, K·p) = [U_1 … U_K]
+        if n_head * head_dim <= d:
+            torch.testing.assert_close(U.t() @ U, gain**2 * torch.eye(n_head * head_dim, dtype=U.dtype))
+            bases = block.attn.bases()
+            assert (bases[0].t() @ bases[1]).abs().max() / gain**2 < 1e-6  # initialised in float32
+        else:
+            torch.testing.assert_close(U @ U.t(), gain**2 * torch.eye(d, dtype=U.dtype))
+    # the default keeps normal init: a random (d, K·p) matrix is far from orthogonal
+    normal = build_model(ModelConfig(n_layer=1, n_embd=d, n_head=4)).double()
+    W = normal.backbone.blocks[0].attn.subspace_proj.weight
+    gram = W @ W.t() / gain**2
+    assert (gram - torch.eye(d, dtype=W.dtype)).abs().max() > 0.1
 
 
 def test_unknown_config_field_suggests_the_right_one():

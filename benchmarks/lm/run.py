@@ -358,6 +358,7 @@ def seed_summary(store: dict) -> list[dict]:
                 "val_min": min(losses),
                 "val_max": max(losses),
                 "bigram": best[0]["bigram_val_loss"],
+                "tokens": best[0]["tokens"],
             }
         )
     return rows
@@ -426,25 +427,49 @@ def draw_quality_per_compute(store: dict, tag: str, path: Path) -> Path:
     return path
 
 
+def matched_reference(candidates: list[dict], row: dict, tag: str) -> dict | None:
+    """The GPT-2 entry a contender is measured against, among ``candidates`` (GPT-2 entries already matched on
+    tokenizer, position scheme, token budget and, for single runs, seed): one with the contender's own extra
+    overrides if any, else one with none (a shape override such as ``rope-wide``'s belongs to the contender,
+    not to GPT-2); the contender's own tag first; the lowest val loss of those (GPT-2 at its best lr)."""
+    extra = list(row["extra"])
+    for pool in ([c for c in candidates if c["extra"] == extra], [c for c in candidates if not c["extra"]]):
+        if pool:
+            same_tag = [c for c in pool if c["tag"] == tag] or pool
+            return min(same_tag, key=lambda c: c["val_mean"] if "val_mean" in c else c["val_loss"])
+    return None
+
+
 def reference_loss(store: dict, row: dict) -> float | None:
-    """GPT-2's val loss that ``row``'s gap is measured against: GPT-2 with the same overrides (the same lr) where
-    that run exists; else GPT-2 of the same tag, tokenizer, position, extra overrides and seed at its best lr (a
-    later seed of a sweep runs at each model's own best lr); else GPT-2 of the main comparison."""
+    """GPT-2's val loss that ``row``'s gap is measured against: GPT-2 with the same overrides in the same tag
+    (the same lr and seed) where that run exists; else GPT-2 with the same tokenizer, position scheme, token
+    budget and seed at its best lr (:func:`matched_reference`); else GPT-2 of the main comparison."""
     gpt2 = [with_axes(r) for r in store["runs"] if r["model"] == REFERENCE and r["tokenizer"] == row["tokenizer"]]
     same = [r for r in gpt2 if r["tag"] == row["tag"] and r["overrides"] == row["overrides"]]
     if same:
         return float(same[0]["val_loss"])
     axes = with_axes(row)
     peers = [
-        r
-        for r in gpt2
-        if r["tag"] == row["tag"]
-        and (r["position"], r["extra"], r["seed"]) == (axes["position"], axes["extra"], axes["seed"])
+        r for r in gpt2 if (r["position"], r["tokens"], r["seed"]) == (axes["position"], row["tokens"], axes["seed"])
     ]
-    if peers:
-        return float(min(r["val_loss"] for r in peers))
+    match = matched_reference(peers, axes, row["tag"])
+    if match is not None:
+        return float(match["val_loss"])
     main = [r for r in gpt2 if r["tag"] == "main" and not r["overrides"]]
     return float(main[0]["val_loss"]) if main else None
+
+
+def summary_reference(summary: list[dict], s: dict) -> float | None:
+    """GPT-2's mean val loss (at its best lr) that a seed-summary row ``s`` is measured against: same tokenizer,
+    position scheme and token budget (:func:`matched_reference`), or None."""
+    peers = [
+        g
+        for g in summary
+        if g["model"] == REFERENCE
+        and (g["tokenizer"], g["position"], g["tokens"]) == (s["tokenizer"], s["position"], s["tokens"])
+    ]
+    match = matched_reference(peers, s, s["tag"])
+    return None if match is None else float(match["val_mean"])
 
 
 def markdown(store: dict) -> str:
@@ -462,7 +487,9 @@ def markdown(store: dict) -> str:
         "Context 256, batch 16, AdamW lr 1e-3 unless the row says otherwise (warm-up 40, cosine to lr/10), bf16 "
         "autocast, seed 0 unless the row says otherwise; val / test loss in nats/token on the last 10 % (val 5 %, "
         "test 5 %; 128 windows of 256 tokens each). Gap = val loss relative to GPT-2's with the same tokenizer "
-        "and overrides (where that run exists, else the main GPT-2 run).",
+        "and overrides where that run exists, else GPT-2's at its best lr with the same tokenizer, position "
+        "scheme, token budget and seed (a shape override such as rope-wide's is the contender's: GPT-2 keeps "
+        "its own shape), else the main GPT-2 run.",
         "",
         "| tag | tokenizer | model | layers | non-emb. params | tokens | val loss | test loss | gap to GPT-2 | "
         "nats/byte (val) | tokens/s | train s | overrides |",
@@ -483,11 +510,6 @@ def markdown(store: dict) -> str:
     lines[-1] += ", ".join(f"{tok} {loss:.3f}" for tok, loss in sorted(bigrams.items()))
     summary = [s for s in seed_summary(store) if len(s["lrs_tried"]) > 1 or len(s["seeds"]) > 1]
     if summary:
-        gpt2 = {
-            (s["tag"], s["tokenizer"], s["position"], tuple(s["extra"])): s["val_mean"]
-            for s in summary
-            if s["model"] == REFERENCE
-        }
         lines += [
             "",
             "## Each model at its best lr, over seeds",
@@ -500,7 +522,7 @@ def markdown(store: dict) -> str:
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for s in sorted(summary, key=lambda s: (s["tag"], s["tokenizer"], str(s["position"]), s["model"])):
-            ref = gpt2.get((s["tag"], s["tokenizer"], s["position"], tuple(s["extra"])))
+            ref = summary_reference(summary, s)
             gap = f"{100 * (s['val_mean'] - ref) / ref:+.1f} %" if ref else "—"
             lines.append(
                 f"| {s['tag']} | {s['tokenizer']} | {s['model']} | {s['position'] or 'default'} | "

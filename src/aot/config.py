@@ -30,6 +30,7 @@ NORMS = ("layernorm", "rmsnorm", "none")
 ACTIVATIONS = ("gelu", "gelu_tanh")
 POSITIONS = ("learned", "rope", "none")
 RESIDUAL_SCALES = ("none", "scalar", "channel")
+SUBSPACE_INITS = ("normal", "orthogonal")
 
 
 def block_types() -> tuple[str, ...]:
@@ -139,6 +140,10 @@ class ModelConfig:
         dropout: dropout on attention weights and residual branches.
         init_std: std of the normal init of every weight (nanoGPT: 0.02); residual output projections use
             ``init_std / sqrt(2 * n_layer)``.
+        subspace_init: ``aot-mssa`` only. ``normal`` (every weight as above) or ``orthogonal``: the bases
+            [U_1 … U_K] start with orthonormal columns scaled by ``init_std * sqrt(n_embd)`` (the length a normal
+            column has), so the K subspaces start mutually orthogonal, as Definition 1's data assumes (when
+            K·p > d, as orthogonal as the shape allows: [U_1 … U_K] has orthogonal rows).
 
         causal: each token attends only to tokens at or before it. ``None`` (the default, and what configs
             saved before the field existed load as) derives it from the task: True for ``lm`` and ``icl``,
@@ -177,6 +182,7 @@ class ModelConfig:
     bias: bool = True
     dropout: float = 0.0
     init_std: float = 0.02
+    subspace_init: str = "normal"
     causal: bool | None = None
 
     task: str = "lm"
@@ -226,6 +232,12 @@ class ModelConfig:
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
         _choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
+        _choice("subspace_init", self.subspace_init, SUBSPACE_INITS)
+        if self.subspace_init != "normal" and self.block != "aot-mssa":
+            raise ConfigError(
+                f"subspace_init={self.subspace_init!r} sets MSSA's bases U_k; block={self.block!r} has none, "
+                "leave it 'normal'"
+            )
         _choice("activation", self.activation, ACTIVATIONS)
         if not isinstance(self.causal, bool):
             raise ConfigError(f"causal={self.causal!r} must be true or false (or left unset)")

@@ -10,6 +10,7 @@ from torch import nn
 from aot.config import ModelConfig
 from aot.nn.blocks import make_block
 from aot.nn.cache import Cache
+from aot.nn.attention import MultiHeadSubspaceSelfAttention
 from aot.nn.feedforward import ISTA
 from aot.nn.hooks import HookPoint
 from aot.nn.norms import make_norm
@@ -42,7 +43,9 @@ class Backbone(nn.Module):
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
     """Normal(0, init_std) for every linear and embedding weight, zeros for biases, init_std / sqrt(2 L) for
     residual output projections (GPT-2 / nanoGPT), CRATE's kaiming-uniform for its dictionary. Norms stay 1.
-    A module marked ``keep_init`` (Mamba's Δ projection) keeps the initialisation its constructor gave it."""
+    With ``subspace_init='orthogonal'`` MSSA's bases [U_1 … U_K] get orthonormal columns of the length a normal
+    column has (init_std·√d). A module marked ``keep_init`` (Mamba's Δ projection) keeps the initialisation its
+    constructor gave it."""
     residual_std = cfg.init_std / math.sqrt(2 * cfg.n_layer)
     for module in model.modules():
         if getattr(module, "keep_init", False):
@@ -54,6 +57,11 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
                 nn.init.zeros_(bias)
         elif isinstance(module, ISTA):
             nn.init.kaiming_uniform_(module.dictionary)  # as in the CRATE code
+    if cfg.subspace_init == "orthogonal":
+        for module in model.modules():
+            if isinstance(module, MultiHeadSubspaceSelfAttention):
+                # weight (K·p, d) = [U_1 … U_K]ᵀ: orthonormal rows = orthonormal columns of U
+                nn.init.orthogonal_(module.subspace_proj.weight, gain=cfg.init_std * math.sqrt(cfg.n_embd))
     for name, param in model.named_parameters():
         if name.endswith(_RESIDUAL_OUTPUTS):
             nn.init.normal_(param, std=residual_std)
