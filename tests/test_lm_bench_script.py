@@ -264,3 +264,28 @@ def test_a_shape_override_is_measured_against_gpt2_of_the_same_positions_and_bud
     summary = bench.seed_summary({"runs": [*store["runs"], contender]})
     wide_row = next(s for s in summary if s["tag"] == "rope-wide")
     assert bench.summary_reference(summary, wide_row) == pytest.approx((1.9 + 1.92) / 2)
+
+
+def test_every_headline_command_plans_exactly_the_recorded_runs_behind_its_row(bench):
+    """benchmarks/lm/headline.py prints a command per row; given to run.py, it must plan the very runs (same
+    keys) whose seeds the row averages, so a reader re-running it skips them all and reproduces the row."""
+    spec = importlib.util.spec_from_file_location("bench_lm_headline", LM_BENCH / "headline.py")
+    assert spec is not None and spec.loader is not None
+    headline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(headline)
+    store = json.loads((LM_BENCH / "results.json").read_text())
+    rows = headline.headline_rows(store)
+    assert rows, "results.json has no headline rows"
+    for r in rows:
+        argv = r["command"].split()[2:]  # after "python benchmarks/lm/run.py"
+        plan = bench.make_plan(bench.build_parser().parse_args(argv), store)
+        assert not plan.pending, r["command"]
+        s = r["summary"]
+        recorded = {
+            x["key"]
+            for x in map(bench.with_axes, store["runs"])
+            if (x["tag"], x["tokenizer"], x["model"], x["position"], x["extra"])
+            == (s["tag"], s["tokenizer"], s["model"], s["position"], s["extra"])
+            and (x["seed"] == 0 or x["lr"] == s["lr"])
+        }
+        assert {run.key for run in plan.runs} == recorded, r["command"]

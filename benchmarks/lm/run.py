@@ -239,7 +239,7 @@ def print_plan(plan: Plan, store: dict, runs_dir: str) -> float:
     return total
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=MODELS, help=f"model presets (all: {' '.join(ALL_MODELS)})")
     parser.add_argument("--tokenizers", nargs="+", default=TOKENIZERS)
@@ -259,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lock", metavar="FILE", help="hold this flock(1)-style lock around each run (e.g. /tmp/aot-cpu.lock)"
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.lrs and args.lr_from:
         parser.error("give --lrs or --lr-from, not both")

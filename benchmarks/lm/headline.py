@@ -1,0 +1,165 @@
+"""The language benchmark's headline, rendered from results.json: every model with rotary positions at its best lr,
+mean (min-max) over seeds, its gap to GPT-2 (at GPT-2's best lr, same tokenizer, positions and budget), how far
+below the bigram it is, the same model at 4x the tokens where recorded, and the command that reproduces the row.
+
+    PYTHONPATH=src python benchmarks/lm/headline.py            # print the table
+    PYTHONPATH=src python benchmarks/lm/headline.py --write    # and rewrite the <!-- lm:headline --> blocks of
+                                                               # README.md and benchmarks/lm/README.md
+
+The rows are the seed summaries (``run.seed_summary``) of the tags in ``TAGS``; nothing here is typed by hand, so
+a seed that lands changes the table the next time this runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+from run import REFERENCE, Run, seed_summary, summary_reference  # noqa: E402  (benchmarks/lm/run.py)
+
+from aot.runinfo import replace_marked_block  # noqa: E402
+
+#: tags whose rows make the headline (all with rotary positions, 1.02 M tokens); ``rope-4x`` fills the 4x column
+TAGS = ("rope", "rope-wide", "tied-recipe")
+LONGER = "rope-4x"
+#: how a preset reads in the table, in the order the rows appear
+NAMES = {
+    "gpt2-cpu": "GPT-2",
+    "llama-l-cpu": "Llama",
+    "aot-mhsa-l-cpu": "AoT-MHSA",
+    "aot-mssa-l-cpu": "AoT-MSSA, learned W_O",
+    "aot-mssa-tied-l-cpu": "AoT-MSSA, tied (the paper's operator)",
+    "crate-res-l-cpu": "CRATE, ISTA as an increment",
+    "crate-l-cpu": "CRATE",
+}
+SHAPE_FIELDS = ("model.n_layer=", "model.n_embd=", "model.n_head=")
+BLOCK = "lm:headline"
+
+
+def shape(s: dict) -> tuple[int, int]:
+    """(layers, width) of a summary row's model: the preset with the row's overrides."""
+    cfg = Run(s["tag"], s["tokenizer"], s["model"], 250, s["position"], s["lr"], 0, tuple(s["extra"])).config()
+    model = cfg.model_config()
+    return model.n_layer, model.n_embd
+
+
+def lr_text(lr: float) -> str:
+    """1e-3, 3e-3, 1e-2 as written on a command line."""
+    return f"{lr:.0e}".replace("e-0", "e-")
+
+
+def command(s: dict) -> str:
+    """The run.py command that trains (or, when done, skips) every run behind summary row ``s``."""
+    parts = [
+        "python benchmarks/lm/run.py",
+        f"--tag {s['tag']}",
+        f"--tokenizers {s['tokenizer']}",
+        f"--models {s['model']}",
+    ]
+    if s["position"]:
+        parts.append(f"--positions {s['position']}")
+    parts.append("--lrs " + " ".join(lr_text(lr) for lr in s["lrs_tried"]))
+    parts.append("--seeds " + " ".join(str(seed) for seed in s["seeds"]))
+    steps = s["tokens"] // (16 * 256)
+    if steps != 250:
+        parts.append(f"--steps {steps}")
+    parts += [f"--set {o}" for o in s["extra"]]
+    return " ".join(parts)
+
+
+def headline_rows(store: dict) -> list[dict]:
+    """One dict per headline row, in table order: the summary row and what the table shows of it."""
+    summary = seed_summary(store)
+    longer = {(s["tokenizer"], s["model"], tuple(s["extra"])): s for s in summary if s["tag"] == LONGER}
+    rows = []
+    for s in summary:
+        if s["tag"] not in TAGS or s["position"] != "rope":
+            continue
+        ref = summary_reference(summary, s)
+        layers, width = shape(s)
+        more = longer.get((s["tokenizer"], s["model"], tuple(s["extra"])))
+        more_ref = summary_reference(summary, more) if more else None
+        rows.append(
+            {
+                "summary": s,
+                "name": NAMES.get(s["model"], s["model"]),
+                "shape": f"{layers} × {width}",
+                "recipe": " ".join(o for o in s["extra"] if not o.startswith(SHAPE_FIELDS)),
+                "gap": None if ref is None or s["model"] == REFERENCE else (s["val_mean"] - ref) / ref,
+                "longer": more,
+                "longer_gap": None
+                if more is None or more_ref is None or s["model"] == REFERENCE
+                else (more["val_mean"] - more_ref) / more_ref,
+                "command": command(s),
+            }
+        )
+    order = list(NAMES)
+    rows.sort(
+        key=lambda r: (
+            r["summary"]["tokenizer"] != "bytes",
+            r["summary"]["tokenizer"],
+            order.index(r["summary"]["model"]) if r["summary"]["model"] in order else len(order),
+            int(r["shape"].split(" × ")[1]),
+            r["recipe"],
+        )
+    )
+    return rows
+
+
+def spread(s: dict) -> str:
+    if len(s["seeds"]) == 1:
+        return f"{s['val_mean']:.3f} (1 seed)"
+    return f"{s['val_mean']:.3f} ({s['val_min']:.3f}-{s['val_max']:.3f}, {len(s['seeds'])} seeds)"
+
+
+def markdown(store: dict, commands: bool = True) -> str:
+    """The headline table (``commands``: with the command of each row, for benchmarks/lm/README.md)."""
+    head = "| tokenizer | model | layers × width | recipe | lrs tried: best | val loss, 1 M tokens | gap to GPT-2 | "
+    head += "below bigram by | 4 M tokens (gap) |"
+    lines = [head + (" command |" if commands else ""), "|---" * (9 + commands) + "|"]
+    for r in headline_rows(store):
+        s = r["summary"]
+        gap = "—" if r["gap"] is None else f"{100 * r['gap']:+.1f} %"
+        longer = "—"
+        if r["longer"] is not None:
+            longer = spread(r["longer"])
+            if r["longer_gap"] is not None:
+                longer += f" ({100 * r['longer_gap']:+.1f} %)"
+        lrs = " / ".join(lr_text(lr) for lr in s["lrs_tried"]) + f": {lr_text(s['lr'])}"
+        cells = [
+            s["tokenizer"],
+            r["name"],
+            r["shape"],
+            r["recipe"] or "—",
+            lrs,
+            spread(s),
+            gap,
+            f"{s['bigram'] - s['val_mean']:+.3f}",
+            longer,
+        ]
+        if commands:
+            cells.append(f"`{r['command']}`")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help="rewrite the lm:headline blocks of both READMEs")
+    args = parser.parse_args(argv)
+    store = json.loads((HERE / "results.json").read_text())
+    print(markdown(store))
+    if args.write:
+        for path, commands in ((HERE.parents[1] / "README.md", False), (HERE / "README.md", True)):
+            text = path.read_text()
+            path.write_text(replace_marked_block(text, BLOCK, markdown(store, commands), path.name))
+            print(f"wrote the {BLOCK} block of {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
