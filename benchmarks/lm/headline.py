@@ -4,7 +4,8 @@ below the bigram it is, the same model at 4x the tokens where recorded, and the 
 
     PYTHONPATH=src python benchmarks/lm/headline.py            # print the table
     PYTHONPATH=src python benchmarks/lm/headline.py --write    # and rewrite the <!-- lm:headline --> blocks of
-                                                               # README.md and benchmarks/lm/README.md
+                                                               # README.md and benchmarks/lm/README.md, and
+                                                               # draw quality_per_compute-headline.png
 
 The rows are the seed summaries (``run.seed_summary``) of the tags in ``TAGS``; nothing here is typed by hand, so
 a seed that lands changes the table the next time this runs.
@@ -19,7 +20,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
-from run import REFERENCE, Run, seed_summary, summary_reference  # noqa: E402  (benchmarks/lm/run.py)
+from run import (  # noqa: E402  (benchmarks/lm/run.py)
+    REFERENCE,
+    draw_quality_per_compute,
+    model_shape,
+    seed_summary,
+    summary_reference,
+)
 
 from aot.runinfo import replace_marked_block  # noqa: E402
 
@@ -38,13 +45,7 @@ NAMES = {
 }
 SHAPE_FIELDS = ("model.n_layer=", "model.n_embd=", "model.n_head=")
 BLOCK = "lm:headline"
-
-
-def shape(s: dict) -> tuple[int, int]:
-    """(layers, width) of a summary row's model: the preset with the row's overrides."""
-    cfg = Run(s["tag"], s["tokenizer"], s["model"], 250, s["position"], s["lr"], 0, tuple(s["extra"])).config()
-    model = cfg.model_config()
-    return model.n_layer, model.n_embd
+FIGURE = "quality_per_compute-headline.png"
 
 
 def lr_text(lr: float) -> str:
@@ -80,7 +81,7 @@ def headline_rows(store: dict) -> list[dict]:
         if s["tag"] not in TAGS or s["position"] != "rope":
             continue
         ref = summary_reference(summary, s)
-        layers, width = shape(s)
+        layers, width = model_shape(s)
         more = longer.get((s["tokenizer"], s["model"], tuple(s["extra"])))
         more_ref = summary_reference(summary, more) if more else None
         rows.append(
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             text = path.read_text()
             path.write_text(replace_marked_block(text, BLOCK, markdown(store, commands), path.name))
             print(f"wrote the {BLOCK} block of {path}")
+        print(f"wrote {draw_quality_per_compute(store, list(TAGS), HERE / FIGURE)}")
     return 0
 
 

@@ -369,18 +369,26 @@ def seed_summary(store: dict) -> list[dict]:
     return rows
 
 
-def quality_curves(store: dict, tag: str) -> list[dict]:
-    """Val loss against training FLOPs and training seconds for each model (tokenizer, position) of ``tag`` at
-    its best lr, averaged over seeds at each periodic evaluation. FLOPs = tokens × the row's training FLOPs per
-    token; seconds = tokens / the run's mean tokens/s (the rate is constant along a run)."""
+def model_shape(s: dict) -> tuple[int, int]:
+    """(layers, width) of a summary row's model: its preset with the row's overrides."""
+    cfg = Run(s["tag"], s["tokenizer"], s["model"], 250, s["position"], s["lr"], 0, tuple(s["extra"])).config()
+    model = cfg.model_config()
+    return model.n_layer, model.n_embd
+
+
+def quality_curves(store: dict, tags: str | list[str]) -> list[dict]:
+    """Val loss against training FLOPs and training seconds for each model (tokenizer, position, overrides) of
+    ``tags`` at its best lr, averaged over seeds at each periodic evaluation. FLOPs = tokens × the row's training
+    FLOPs per token; seconds = tokens / the run's mean tokens/s (the rate is constant along a run)."""
+    tags = [tags] if isinstance(tags, str) else tags
     curves = []
     for s in seed_summary(store):
-        if s["tag"] != tag:
+        if s["tag"] not in tags:
             continue
         rows = [
             r
             for r in map(with_axes, store["runs"])
-            if r["tag"] == tag
+            if r["tag"] == s["tag"]
             and r["tokenizer"] == s["tokenizer"]
             and r["model"] == s["model"]
             and r["position"] == s["position"]
@@ -393,9 +401,11 @@ def quality_curves(store: dict, tag: str) -> list[dict]:
         tokens = [e["tokens"] for e in rows[0]["evals"]]
         val = [statistics.fmean(r["evals"][i]["val_loss"] for r in rows) for i in range(len(tokens))]
         seconds_per_token = statistics.fmean(1 / r["tokens_per_second"] for r in rows)
+        layers, width = model_shape(s)
         curves.append(
             {
-                "label": f"{s['model']} {s['position'] or ''} ({s['tokenizer']}, lr {s['lr']:g}, {len(rows)} seeds)",
+                "label": f"{s['model']} {layers}×{width} {s['position'] or ''} "
+                f"({s['tokenizer']}, lr {s['lr']:g}, {len(rows)} seed{'s' if len(rows) > 1 else ''})",
                 "tokenizer": s["tokenizer"],
                 "flops": [t * rows[0]["train_flops_per_token"] for t in tokens],
                 "seconds": [t * seconds_per_token for t in tokens],
@@ -405,16 +415,17 @@ def quality_curves(store: dict, tag: str) -> list[dict]:
     return curves
 
 
-def draw_quality_per_compute(store: dict, tag: str, path: Path) -> Path:
-    """One PNG: val loss against training FLOPs (left) and against training seconds (right), a line per model."""
+def draw_quality_per_compute(store: dict, tags: str | list[str], path: Path) -> Path:
+    """One PNG: val loss against training FLOPs (left) and against training seconds (right), a line per model
+    of ``tags``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = quality_curves(store, tag)
+    curves = quality_curves(store, tags)
     if not curves:
-        raise SystemExit(f"run.py: error: tag {tag!r} has no runs with periodic evaluations to draw")
+        raise SystemExit(f"run.py: error: tag {tags!r} has no runs with periodic evaluations to draw")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for curve in curves:
         style = "-" if curve["tokenizer"] == "bytes" else "--"
@@ -425,7 +436,8 @@ def draw_quality_per_compute(store: dict, tag: str, path: Path) -> Path:
     axes[1].set_xlabel("training seconds on this machine (shared CPU: ±30 %)")
     axes[0].set_ylabel("val loss (nats / token, 16 windows)")
     axes[0].legend(fontsize=6)
-    fig.suptitle(f"Quality per compute, tag {tag}")
+    names = [tags] if isinstance(tags, str) else tags
+    fig.suptitle(f"Quality per compute, tag{'s' if len(names) > 1 else ''} {', '.join(names)}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
