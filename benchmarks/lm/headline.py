@@ -129,7 +129,7 @@ def markdown(store: dict, commands: bool = True) -> str:
         if r["longer"] is not None:
             longer = spread(r["longer"])
             if r["longer_gap"] is not None:
-                longer += f" ({100 * r['longer_gap']:+.1f} %)"
+                longer += f", {100 * r['longer_gap']:+.1f} %"
         lrs = " / ".join(lr_text(lr) for lr in s["lrs_tried"]) + f": {lr_text(s['lr'])}"
         cells = [
             s["tokenizer"],
