@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from aot.config import ModelConfig
+from aot.nn.attention import MultiHeadSubspaceSelfAttention
 from aot.nn.blocks import make_block
 from aot.nn.cache import Cache
-from aot.nn.attention import MultiHeadSubspaceSelfAttention
 from aot.nn.feedforward import ISTA
 from aot.nn.hooks import HookPoint
 from aot.nn.norms import make_norm

@@ -89,11 +89,26 @@ PRESETS: dict[str, Preset] = {
             _lm("aot-mssa", 18, 512, 8, tied_output=True, position="rope", **_CPU_LM),
             "the tied operator that trains: width 512 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
         ),
+        Preset(
+            "aot-mhsa-w-cpu",
+            _lm("aot-mhsa", 8, 384, 6, position="rope", **_CPU_LM),
+            "AoT-MHSA nearest GPT-2 here: width 384 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
+        ),
+        Preset(
+            "aot-mssa-w-cpu",
+            _lm("aot-mssa", 16, 384, 6, tied_output=False, position="rope", **_CPU_LM),
+            "AoT-MSSA (W_O), width 384 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
+        ),
         Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
         Preset(
             "crate-res-l-cpu",
             _lm("crate", 24, 256, 4, tied_output=False, ista_residual=True, **_CPU_LM),
             "CRATE, 24 layers, ISTA step added to the stream",  # why: benchmarks/lm/crate_diagnosis.md
+        ),
+        Preset(
+            "crate-res-w-cpu",
+            _lm("crate", 11, 384, 6, tied_output=False, ista_residual=True, position="rope", **_CPU_LM),
+            "CRATE-res that learns: width 384 over depth, rotary (11 blocks of 3d²: +3 % params)",  # rope-wide
         ),
         Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
         # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
