@@ -261,6 +261,10 @@ def test_a_shape_override_is_measured_against_gpt2_of_the_same_positions_and_bud
     assert bench.reference_loss(store, contender) == 1.9
     assert bench.reference_loss(store, r("aot-mhsa-l-cpu", 2.0, tag="rope-wide", seed=1, extra=wide)) == 1.92
     assert bench.reference_loss(store, r("aot-mssa-l-cpu", 1.8, tag="rope-4x", steps=1000)) == 1.6
+    # a recipe override (the init) is GPT-2's too: with GPT-2 at that init recorded, it is the reference
+    init = ("model.init_std=0.05",)
+    store_init = {"runs": [*store["runs"], r("gpt2-cpu", 1.85, tag="recipe", lr=3e-3, extra=init)]}
+    assert bench.reference_loss(store_init, r("aot-mhsa-l-cpu", 1.9, tag="recipe", extra=wide + init)) == 1.85
     summary = bench.seed_summary({"runs": [*store["runs"], contender]})
     wide_row = next(s for s in summary if s["tag"] == "rope-wide")
     assert bench.summary_reference(summary, wide_row) == pytest.approx((1.9 + 1.92) / 2)

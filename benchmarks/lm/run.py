@@ -49,6 +49,7 @@ TOKENIZERS = ["bytes", "bpe-4096"]
 PRESET = "cpu-bench"
 PRESET_LR = 1e-3  # cpu-bench's lr: rows at this lr carry no train.lr override (so the main rows keep their keys)
 REFERENCE = "gpt2-cpu"  # gaps are to this model
+SHAPE_OVERRIDES = ("model.n_layer=", "model.n_embd=", "model.n_head=", "model.head_dim=")  # the contender's own
 
 
 @dataclass(frozen=True)
@@ -447,10 +448,17 @@ def draw_quality_per_compute(store: dict, tags: str | list[str], path: Path) -> 
 def matched_reference(candidates: list[dict], row: dict, tag: str) -> dict | None:
     """The GPT-2 entry a contender is measured against, among ``candidates`` (GPT-2 entries already matched on
     tokenizer, position scheme, token budget and, for single runs, seed): one with the contender's own extra
-    overrides if any, else one with none (a shape override such as ``rope-wide``'s belongs to the contender,
-    not to GPT-2); the contender's own tag first; the lowest val loss of those (GPT-2 at its best lr)."""
+    overrides if any, else one with the same overrides but the shape (a shape override such as ``rope-wide``'s
+    belongs to the contender, not to GPT-2; an init override is GPT-2's too), else one with none;
+    the contender's own tag first; the lowest val loss of those (GPT-2 at its best lr)."""
     extra = list(row["extra"])
-    for pool in ([c for c in candidates if c["extra"] == extra], [c for c in candidates if not c["extra"]]):
+    recipe = [o for o in extra if not o.startswith(SHAPE_OVERRIDES)]
+    pools = (
+        [c for c in candidates if c["extra"] == extra],
+        [c for c in candidates if c["extra"] == recipe],
+        [c for c in candidates if not c["extra"]],
+    )
+    for pool in pools:
         if pool:
             same_tag = [c for c in pool if c["tag"] == tag] or pool
             return min(same_tag, key=lambda c: c["val_mean"] if "val_mean" in c else c["val_loss"])
