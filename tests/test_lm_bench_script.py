@@ -18,14 +18,18 @@ from aot.models import preset_config
 LM_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "lm"
 
 
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_lm_run", LM_BENCH / "run.py")
+def load_script(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load_script("bench_lm_run", LM_BENCH / "run.py")
 
 
 def args(**changes) -> argparse.Namespace:  # type: ignore[no-untyped-def]
@@ -273,10 +277,7 @@ def test_a_shape_override_is_measured_against_gpt2_of_the_same_positions_and_bud
 def test_every_headline_command_plans_exactly_the_recorded_runs_behind_its_row(bench):
     """benchmarks/lm/headline.py prints a command per row; given to run.py, it must plan the very runs (same
     keys) whose seeds the row averages, so a reader re-running it skips them all and reproduces the row."""
-    spec = importlib.util.spec_from_file_location("bench_lm_headline", LM_BENCH / "headline.py")
-    assert spec is not None and spec.loader is not None
-    headline = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(headline)
+    headline = load_script("bench_lm_headline", LM_BENCH / "headline.py")
     store = json.loads((LM_BENCH / "results.json").read_text())
     rows = headline.headline_rows(store)
     assert rows, "results.json has no headline rows"

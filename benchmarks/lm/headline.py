@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
 from run import (  # noqa: E402  (benchmarks/lm/run.py)
     REFERENCE,
+    SHAPE_OVERRIDES,
     draw_quality_per_compute,
     model_shape,
     seed_summary,
@@ -43,7 +44,6 @@ NAMES = {
     "crate-res-l-cpu": "CRATE, ISTA as an increment",
     "crate-l-cpu": "CRATE",
 }
-SHAPE_FIELDS = ("model.n_layer=", "model.n_embd=", "model.n_head=")
 BLOCK = "lm:headline"
 FIGURE = "quality_per_compute-headline.png"
 
@@ -82,14 +82,16 @@ def headline_rows(store: dict) -> list[dict]:
             continue
         ref = summary_reference(summary, s)
         layers, width = model_shape(s)
+        head_dim = [o.split("=", 1)[1] for o in s["extra"] if o.startswith("model.head_dim=")]
         more = longer.get((s["tokenizer"], s["model"], tuple(s["extra"])))
         more_ref = summary_reference(summary, more) if more else None
         rows.append(
             {
                 "summary": s,
                 "name": NAMES.get(s["model"], s["model"]),
-                "shape": f"{layers} × {width}",
-                "recipe": " ".join(o for o in s["extra"] if not o.startswith(SHAPE_FIELDS)),
+                "width": width,
+                "shape": f"{layers} × {width}" + "".join(f" (p = {p})" for p in head_dim),
+                "recipe": " ".join(o for o in s["extra"] if not o.startswith(SHAPE_OVERRIDES)),
                 "gap": None if ref is None or s["model"] == REFERENCE else (s["val_mean"] - ref) / ref,
                 "longer": more,
                 "longer_gap": None
@@ -104,7 +106,7 @@ def headline_rows(store: dict) -> list[dict]:
             r["summary"]["tokenizer"] != "bytes",
             r["summary"]["tokenizer"],
             order.index(r["summary"]["model"]) if r["summary"]["model"] in order else len(order),
-            int(r["shape"].split(" × ")[1]),
+            r["width"],
             r["recipe"],
         )
     )

@@ -424,7 +424,8 @@ def draw_quality_per_compute(store: dict, tags: str | list[str], path: Path) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = quality_curves(store, tags)
+    names = [tags] if isinstance(tags, str) else tags
+    curves = quality_curves(store, names)
     if not curves:
         raise SystemExit(f"run.py: error: tag {tags!r} has no runs with periodic evaluations to draw")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
@@ -437,7 +438,6 @@ def draw_quality_per_compute(store: dict, tags: str | list[str], path: Path) -> 
     axes[1].set_xlabel("training seconds on this machine (shared CPU: ±30 %)")
     axes[0].set_ylabel("val loss (nats / token, 16 windows)")
     axes[0].legend(fontsize=6)
-    names = [tags] if isinstance(tags, str) else tags
     fig.suptitle(f"Quality per compute, tag{'s' if len(names) > 1 else ''} {', '.join(names)}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
