@@ -180,7 +180,7 @@ def test_icl_script_keeps_the_rows_of_a_concurrent_lane(tmp_path):
     icl.record_run(store, "d10/linear/gpt2", {"eval": {"k=2d": 0.5}})  # a rerun of the first
     runs = json.loads(store.read_text())["runs"]
     assert runs == {"d10/linear/gpt2": {"eval": {"k=2d": 0.5}}, "d10/linear/aot-mssa": {"eval": {"k=2d": 1.0}}}
-    assert not store.with_suffix(".json.tmp").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no scratch file left behind
 
 
 def test_recorded_precision_ab_table_is_generated_from_its_json():

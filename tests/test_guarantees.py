@@ -22,6 +22,7 @@ from aot.cli import main
 from aot.data.shards import LMBatches
 from aot.errors import AotError
 from aot.models import AotModel, build_model, preset_config
+from aot.outdir import atomic_target
 from aot.train import TrainConfig, Trainer, read_metrics
 from aot.train import checkpoint as ckpt
 from conftest import gloo_group, lm_loss
@@ -462,3 +463,23 @@ def test_read_only_out_folder_is_one_line_before_any_work(tmp_path, monkeypatch,
         err = capsys.readouterr().err
         assert err.startswith("aot: error: cannot write into --out") and "Permission denied" in err, err
         assert err.count("\n") == 1 and not any((tmp_path / "ro").iterdir())
+
+
+def test_two_writers_of_one_file_each_finish_whole(tmp_path):
+    """The interleaving that broke two benchmark lanes tokenizing one corpus into a fresh cache: writer B starts
+    and finishes while writer A is still writing. Each writes its own scratch file, so A's rename still finds its
+    file, the target is always one writer's whole content, and no scratch is left; a writer that fails leaves the
+    target as it was."""
+    target = tmp_path / "train.bin"
+    with atomic_target(target) as first:
+        first.write_bytes(b"A" * 1000)
+        with atomic_target(target) as second:
+            assert second != first
+            second.write_bytes(b"B" * 1000)
+        assert target.read_bytes() == b"B" * 1000
+    assert target.read_bytes() == b"A" * 1000
+    with pytest.raises(OSError), atomic_target(target) as failing:
+        failing.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert target.read_bytes() == b"A" * 1000
+    assert [p.name for p in tmp_path.iterdir()] == ["train.bin"]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from aot.errors import AotError, os_error_line
@@ -24,13 +27,22 @@ def check_writable_dir(out: str | Path) -> Path:
     return out
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path``'s content in one step (a scratch file, then a rename): a crash or a full disk leaves the
-    old file whole."""
-    scratch = path.with_name(path.name + ".tmp")
+@contextmanager
+def atomic_target(path: Path) -> Iterator[Path]:
+    """A scratch path beside ``path``, unique to this process and call, to write ``path``'s new content into; on
+    a clean exit it replaces ``path`` in one step (a rename), on an error it is removed. A crash or a full disk
+    leaves the old file whole, and two processes writing the same file at once (two runs tokenizing one corpus
+    into a fresh cache) each finish with a whole file instead of renaming each other's scratch away."""
+    scratch = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        scratch.write_text(text)
+        yield scratch
         os.replace(scratch, path)
-    except OSError:
+    except BaseException:
         scratch.unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path``'s content with ``text`` in one step (see :func:`atomic_target`)."""
+    with atomic_target(path) as scratch:
+        scratch.write_text(text)

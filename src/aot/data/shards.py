@@ -23,6 +23,7 @@ import torch
 from aot.data.corpora import SPLITS, corpus_key, data_dir, load_text, split_text
 from aot.data.tokenizers import Tokenizer, get_tokenizer
 from aot.errors import AotError
+from aot.outdir import atomic_target, write_text_atomic
 
 
 @dataclass
@@ -78,15 +79,12 @@ def prepare_lm_data(
         dtype = token_dtype(tokenizer.vocab_size)
         for name in SPLITS:
             ids = np.asarray(tokenizer.encode(texts[name]), dtype=dtype)
-            tmp = folder / f"{name}.bin.tmp"
-            ids.tofile(tmp)
-            tmp.replace(folder / f"{name}.bin")
+            with atomic_target(folder / f"{name}.bin") as scratch:  # concurrent runs may write it too
+                ids.tofile(scratch)
             meta[f"{name}_tokens"] = len(ids)
             meta[f"{name}_bytes"] = len(texts[name].encode("utf-8"))
         meta["dtype"] = np.dtype(dtype).name
-        tmp_meta = meta_path.with_suffix(".tmp")
-        tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
-        tmp_meta.replace(meta_path)  # written last: its presence means every shard is complete
+        write_text_atomic(meta_path, json.dumps(meta, indent=2) + "\n")  # last: its presence means all shards are whole
     meta = json.loads(meta_path.read_text())
     splits: dict[str, np.ndarray] = {
         name: np.memmap(folder / f"{name}.bin", dtype=np.dtype(str(meta["dtype"])), mode="r") for name in SPLITS

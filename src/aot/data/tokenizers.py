@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from aot.errors import AotError
+from aot.outdir import atomic_target
 
 
 class Tokenizer(Protocol):
@@ -133,9 +134,8 @@ class TrainedBPE:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        self.tokenizer.save(str(tmp))
-        tmp.replace(path)
+        with atomic_target(path) as scratch:  # concurrent runs may train and save the same tokenizer
+            self.tokenizer.save(str(scratch))
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text).ids)

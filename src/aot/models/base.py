@@ -11,6 +11,7 @@ from aot.errors import AotError
 from aot.models.backbone import Backbone, init_weights
 from aot.nn.cache import MIN_CAPACITY, Cache
 from aot.nn.hooks import HookedModule
+from aot.outdir import atomic_target, write_text_atomic
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -69,12 +70,9 @@ class AotModel(HookedModule):
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tmp_weights = directory / (WEIGHTS_NAME + ".tmp")
-        tmp_config = directory / (CONFIG_NAME + ".tmp")
-        save_model(self, str(tmp_weights), metadata={"format": "pt", "aot_block": self.cfg.block})
-        tmp_config.write_text(json.dumps(self.cfg.to_dict(), indent=2) + "\n")
-        tmp_weights.replace(directory / WEIGHTS_NAME)
-        tmp_config.replace(directory / CONFIG_NAME)
+        with atomic_target(directory / WEIGHTS_NAME) as scratch:
+            save_model(self, str(scratch), metadata={"format": "pt", "aot_block": self.cfg.block})
+        write_text_atomic(directory / CONFIG_NAME, json.dumps(self.cfg.to_dict(), indent=2) + "\n")
         return directory
 
     @classmethod

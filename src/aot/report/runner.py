@@ -27,6 +27,7 @@ from typing import Any
 
 import aot
 from aot.errors import AotError
+from aot.outdir import write_text_atomic
 from aot.report.part import PRESETS, Context, Part, Plan, Step
 
 STATUS = "status.json"
@@ -135,9 +136,7 @@ def read_status(part_dir: Path) -> dict[str, Any]:
 
 def _write_json(path: Path, obj: Any) -> None:
     """Write through a temporary file and rename, so an interrupted write never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(obj, indent=1, default=str) + "\n")
 
 
 class StepFailed(AotError):

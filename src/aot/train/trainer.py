@@ -15,7 +15,6 @@ checkpoints (:mod:`aot.train.checkpoint`) that ``resume`` continues exactly.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from aot.bench.mfu import mfu
 from aot.bench.peaks import peak_flops
 from aot.config import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
 from aot.errors import AotError, ConfigError
+from aot.outdir import write_text_atomic
 from aot.train.checkpoint import check_fingerprint, checkpoint_candidates, load_checkpoint, save_checkpoint
 from aot.train.distributed import (
     STRATEGIES,
@@ -448,9 +448,7 @@ class MetricsLog:
             lines = self.path.read_bytes().decode("utf-8", errors="replace").splitlines()
             kept = [line for line in lines if (row := _parse_row(line)) is not None and row["step"] <= truncate_after]
             if kept != lines:
-                scratch = self.path.with_name(self.path.name + ".tmp")
-                scratch.write_text("".join(line + "\n" for line in kept))
-                os.replace(scratch, self.path)
+                write_text_atomic(self.path, "".join(line + "\n" for line in kept))
         try:
             from torch.utils.tensorboard import SummaryWriter
 
