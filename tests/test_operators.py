@@ -160,6 +160,46 @@ def test_ista_residual_is_for_crate_only():
         ModelConfig(block="aot-mssa", ista_residual=True)
 
 
+def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
+    """CRATE-α (docs/paper.md, CRATE): with u = LN(Y) per column, a₁ = ReLU(η Dᵀu − ηλ),
+    a₂ = ReLU(a₁ − η Dᵀ(D a₁ − u) − ηλ), Z = Y + D̂ a₂, for D, D̂ ∈ R^{d×4d}; the step costs 2·4·d² parameters."""
+    d, N, C = 6, 5, 4
+    rng = np.random.default_rng(7)
+    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_expand=C)
+    block = CrateBlock(cfg).double()
+    assert sum(p.numel() for p in block.mlp.parameters()) == 2 * C * d * d
+    D, D_hat = rng.standard_normal((d, C * d)) * 0.5, rng.standard_normal((d, C * d))
+    g, b = rng.uniform(0.5, 1.5, d), rng.standard_normal(d) * 0.1
+    with torch.no_grad():
+        block.mlp.encoder.copy_(torch.from_numpy(D))
+        block.mlp.decoder.copy_(torch.from_numpy(D_hat))
+        block.mlp_norm.weight.copy_(torch.from_numpy(g))
+        block.mlp_norm.bias.copy_(torch.from_numpy(b))
+    seen = {}
+    block.hook_resid_mid.register_forward_hook(lambda module, args, out: seen.update(mid=out))
+    out = block(torch.from_numpy(rng.standard_normal((1, N, d))))[0].detach().numpy().T
+    Y = seen["mid"][0].detach().numpy().T
+    u = (Y - Y.mean(axis=0)) / np.sqrt(Y.var(axis=0) + 1e-5) * g[:, None] + b[:, None]
+    eta = lam = 0.1
+    a1 = np.maximum(eta * D.T @ u - eta * lam, 0.0)
+    a2 = np.maximum(a1 - eta * D.T @ (D @ a1 - u) - eta * lam, 0.0)
+    assert (a2 > 0).any() and (a2 == 0).any()  # the shrinkage is active: the check sees both sides of the ReLU
+    np.testing.assert_allclose(out, Y + D_hat @ a2, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(block="aot-mssa", ista_expand=4), "ista_expand=4 is for block='crate'"),
+        (dict(block="crate", ista_expand=4, ista_residual=True), "drop ista_residual"),
+        (dict(block="crate", ista_expand=0), "ista_expand"),
+    ],
+)
+def test_crate_alpha_options_are_checked(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        ModelConfig(**fields)
+
+
 def test_rotary_scores_depend_only_on_relative_position():
     rotary = Rotary(8).double()
     rng = np.random.default_rng(3)

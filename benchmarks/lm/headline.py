@@ -43,6 +43,7 @@ NAMES = {
     "aot-mssa-tied-l-cpu": "AoT-MSSA, tied (the paper's operator)",
     "crate-res-l-cpu": "CRATE, ISTA as an increment",
     "crate-l-cpu": "CRATE",
+    "crate-alpha-l-cpu": "CRATE-α, overcomplete dictionary",
 }
 BLOCK = "lm:headline"
 FIGURE = "quality_per_compute-headline.png"

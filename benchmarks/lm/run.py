@@ -44,7 +44,7 @@ from aot.train.lm_task import build_run_config, train_lm
 
 HERE = Path(__file__).resolve().parent
 MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu", "crate-res-l-cpu"]
-ALL_MODELS = [*MODELS, "aot-mssa-tied-l-cpu", "llama-l-cpu"]
+ALL_MODELS = [*MODELS, "aot-mssa-tied-l-cpu", "llama-l-cpu", "crate-alpha-l-cpu"]
 TOKENIZERS = ["bytes", "bpe-4096"]
 PRESET = "cpu-bench"
 PRESET_LR = 1e-3  # cpu-bench's lr: rows at this lr carry no train.lr override (so the main rows keep their keys)

@@ -132,6 +132,11 @@ class ModelConfig:
             ``z <- ISTA(LN(z))``. True: the step is added as an increment, ``z <- z + ISTA(LN(z)) - LN(z)``, so
             the stream keeps what the step leaves unchanged; without it a deep causal LM collapses every
             token onto one vector and stays at the unigram (benchmarks/lm/crate_diagnosis.md).
+        ista_expand: ``crate`` only. 1 (CRATE): the complete d × d dictionary above. C > 1: CRATE-α's
+            overcomplete sparse-coding step (Yang et al., 2024): an encoding dictionary D ∈ R^{d×Cd}, two ISTA
+            iterations from a zero code, a ← ReLU(η Dᵀu − ηλ), a ← ReLU(a − η Dᵀ(D a − u) − ηλ), decoded by a
+            second dictionary D̂ ∈ R^{d×Cd} and added to the stream, ``z <- z + D̂ a`` with ``u = LN(z)``
+            (CRATE-α uses C = 4; 2·C·d² parameters against the complete step's d²).
         linear_attn_normalize: ``linear-attn`` divides by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not.
         mamba_d_state, mamba_expand, mamba_d_conv: Mamba's state size N, expansion E/d and conv width.
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
@@ -173,6 +178,7 @@ class ModelConfig:
     ista_step: float = 0.1
     ista_lambda: float = 0.1
     ista_residual: bool = False
+    ista_expand: int = 1
     linear_attn_normalize: bool = True
     mamba_d_state: int = 16
     mamba_expand: int = 2
@@ -199,6 +205,7 @@ class ModelConfig:
     LIMITS: ClassVar[dict[str, Limit]] = {
         "ista_step": at_least(0),
         "ista_lambda": at_least(0),
+        "ista_expand": at_least(1),
         "rope_theta": above(0),
     }
 
@@ -287,6 +294,12 @@ class ModelConfig:
             )
         if self.ista_residual and self.block != "crate":
             raise ConfigError(f"ista_residual=true is for block='crate' (the ISTA step); block={self.block!r} has none")
+        if self.ista_expand > 1 and self.block != "crate":
+            raise ConfigError(f"ista_expand={self.ista_expand} is for block='crate' (CRATE-α's sparse coding step)")
+        if self.ista_expand > 1 and self.ista_residual:
+            raise ConfigError(
+                "ista_expand > 1 is CRATE-α's step, which always adds its output to the stream; drop ista_residual"
+            )
         if self.position == "rope" and self.head_dim % 2:
             raise ConfigError(f"position='rope' needs an even head_dim, got head_dim={self.head_dim}")
         if not 0.0 <= self.dropout < 1.0:

@@ -11,7 +11,7 @@ from aot.config import ModelConfig
 from aot.nn.attention import MultiHeadSubspaceSelfAttention
 from aot.nn.blocks import make_block
 from aot.nn.cache import Cache
-from aot.nn.feedforward import ISTA
+from aot.nn.feedforward import ISTA, OvercompleteISTA
 from aot.nn.hooks import HookPoint
 from aot.nn.norms import make_norm
 
@@ -42,7 +42,7 @@ class Backbone(nn.Module):
 
 def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
     """Normal(0, init_std) for every linear and embedding weight, zeros for biases, init_std / sqrt(2 L) for
-    residual output projections (GPT-2 / nanoGPT), CRATE's kaiming-uniform for its dictionary. Norms stay 1.
+    residual output projections (GPT-2 / nanoGPT), CRATE's kaiming-uniform for its dictionaries. Norms stay 1.
     With ``subspace_init='orthogonal'`` MSSA's bases [U_1 … U_K] get orthonormal columns of the length a normal
     column has (init_std·√d). A module marked ``keep_init`` (Mamba's Δ projection) keeps the initialisation its
     constructor gave it."""
@@ -57,6 +57,9 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
                 nn.init.zeros_(bias)
         elif isinstance(module, ISTA):
             nn.init.kaiming_uniform_(module.dictionary)  # as in the CRATE code
+        elif isinstance(module, OvercompleteISTA):
+            nn.init.kaiming_uniform_(module.encoder)  # as in CRATE-α's code
+            nn.init.kaiming_uniform_(module.decoder)
     if cfg.subspace_init == "orthogonal":
         for module in model.modules():
             if isinstance(module, MultiHeadSubspaceSelfAttention):

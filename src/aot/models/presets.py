@@ -110,6 +110,11 @@ PRESETS: dict[str, Preset] = {
             _lm("crate", 11, 384, 6, tied_output=False, ista_residual=True, position="rope", **_CPU_LM),
             "CRATE-res that learns: width 384 over depth, rotary (11 blocks of 3d²: +3 % params)",  # rope-wide
         ),
+        Preset(
+            "crate-alpha-l-cpu",
+            _lm("crate", 7, 256, 4, tied_output=False, ista_expand=4, position="rope", **_CPU_LM),
+            "CRATE-α: overcomplete 4d dictionary, rotary (7 blocks of 10d²: -3 % params)",  # benchmarks/lm
+        ),
         Preset("llama-l-cpu", _lm("llama", 6, 256, 4, bias=False, **_CPU_LM), "Llama block, 6 layers"),
         # -- vision, the paper's scale (ImageNet-1K, 224², patch 16) -------------------------------------
         Preset("vit-s", dict(block="transformer", n_layer=12, n_embd=384, n_head=6, **_IMAGENET), "ViT-S/16", "22M"),

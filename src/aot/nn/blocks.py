@@ -15,7 +15,8 @@ attention of the AoT layer and are wrapped the same way, ``x + η · mixer(norm(
 fixed-size recurrent state.
 
 [1] exact GELU, or GPT-2's tanh approximation (``activation``).
-[2] as in the CRATE code; ``ista_residual=True`` adds the step instead: ``x + ISTA(LN(x)) − LN(x)``.
+[2] as in the CRATE code; ``ista_residual=True`` adds the step instead: ``x + ISTA(LN(x)) − LN(x)``;
+``ista_expand`` > 1 is CRATE-α's overcomplete step, ``x + D̂ a(LN(x))``.
 
 AoT layer (docs/paper.md, eq. 2): ``Z ← Z + η · MSSA(LN(Z))``; η is absorbed into the weights unless
 ``residual_scale`` makes it an explicit learnable step size (scalar) or LayerScale (per channel).
@@ -31,7 +32,7 @@ from torch import nn
 from aot.config import ModelConfig
 from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
 from aot.nn.cache import LayerCache
-from aot.nn.feedforward import ISTA, GeluMLP, SwiGLU
+from aot.nn.feedforward import ISTA, GeluMLP, OvercompleteISTA, SwiGLU
 from aot.nn.hooks import HookPoint
 from aot.nn.linear_attention import LinearSelfAttention
 from aot.nn.mamba import MambaMixer
@@ -131,12 +132,15 @@ class CrateBlock(_Block):
     """CRATE: ``z = z + MSSA(LN(z))`` then ``z = ISTA(LN(z))`` — the sparse-coding step replaces the MLP and,
     as in the CRATE code, has no skip connection. With ``ista_residual`` the step is an increment of the
     residual stream instead, ``z = z + (ISTA(u) − u)`` with ``u = LN(z)``: the same proximal-gradient step, written
-    the way the block already writes its MSSA step, so that what the step leaves alone stays in the stream."""
+    the way the block already writes its MSSA step, so that what the step leaves alone stays in the stream. With
+    ``ista_expand`` C > 1 the step is CRATE-α's overcomplete one (:class:`OvercompleteISTA`), added to the stream:
+    ``z = z + D̂ a``."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.mlp_norm = make_norm(cfg)
-        self.mlp = ISTA(cfg)
+        self.overcomplete = cfg.ista_expand > 1
+        self.mlp = OvercompleteISTA(cfg) if self.overcomplete else ISTA(cfg)
         self.residual = cfg.ista_residual
         self.hook_resid_mid = HookPoint()
         self.hook_mlp_out = HookPoint()
@@ -144,6 +148,8 @@ class CrateBlock(_Block):
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         x = self.hook_resid_mid(self.attention_step(x, cache))
         code = self.mlp_norm(x)
+        if self.overcomplete:  # CRATE-α: z + D̂ a
+            return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(code)))
         if self.residual:
             return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(code) - code))
         return self.hook_resid_post(self.hook_mlp_out(self.mlp(code)))

@@ -1,4 +1,5 @@
-"""The non-attention half of the baseline blocks: GELU MLP (GPT-2 / ViT), SwiGLU (Llama), ISTA (CRATE).
+"""The non-attention half of the baseline blocks: GELU MLP (GPT-2 / ViT), SwiGLU (Llama), ISTA (CRATE) and
+its overcomplete form (CRATE-α).
 
 AoT blocks have none of these; they exist so that a comparison changes only the block.
 """
@@ -67,3 +68,29 @@ class ISTA(nn.Module):
         D = self.dictionary
         residual = F.linear(F.linear(x, D), D.t()) - F.linear(x, D.t())  # Dᵀ(Dz − z) per token
         return F.relu(x - self.step * residual - self.step * self.lambd)
+
+
+class OvercompleteISTA(nn.Module):
+    """CRATE-α's sparse-coding step (Yang et al., *Scaling White-Box Transformers for Vision*, 2024), per token u:
+
+        a₁ = ReLU(η Dᵀu − ηλ)                  (one ISTA step from the zero code)
+        a₂ = ReLU(a₁ − η Dᵀ(D a₁ − u) − ηλ)    (a second one)
+        out = D̂ a₂
+
+    with an overcomplete encoding dictionary D ∈ R^{d×Cd} and a separate decoding dictionary D̂ ∈ R^{d×Cd}
+    (C = ``ista_expand``). The block adds ``out`` to the stream. Both start kaiming-uniform as in CRATE-α's code.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        width = cfg.ista_expand * cfg.n_embd
+        self.encoder = nn.Parameter(torch.empty(cfg.n_embd, width))  # D
+        self.decoder = nn.Parameter(torch.empty(cfg.n_embd, width))  # D̂
+        self.step = cfg.ista_step
+        self.lambd = cfg.ista_lambda
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        D, shrink = self.encoder, self.step * self.lambd
+        code = F.relu(self.step * (u @ D) - shrink)  # rows: a₁ᵀ = ReLU(η uᵀD − ηλ)
+        code = F.relu(code - self.step * ((code @ D.t() - u) @ D) - shrink)
+        return code @ self.decoder.t()
