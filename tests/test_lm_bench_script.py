@@ -294,3 +294,23 @@ def test_every_headline_command_plans_exactly_the_recorded_runs_behind_its_row(b
             and (x["seed"] == 0 or x["lr"] == s["lr"])
         }
         assert {run.key for run in plan.runs} == recorded, r["command"]
+
+
+def test_init_probe_measures_attention_against_closed_forms_and_renders_its_json():
+    """init_probe.py: a uniform causal pattern has sharpness 0 and a one-hot one 1; the mass on the query's own
+    token is the share of same-token keys under a uniform pattern; init_probe.md is its JSON's table."""
+    import torch
+
+    probe = load_script("bench_lm_init_probe", LM_BENCH / "init_probe.py")
+    T = 40
+    uniform = torch.tril(torch.ones(T, T, dtype=torch.float64))
+    uniform = (uniform / uniform.sum(-1, keepdim=True)).view(1, 1, T, T)
+    one_hot = torch.eye(T, dtype=torch.float64).view(1, 1, T, T)
+    assert probe.attention_sharpness(uniform) == pytest.approx(0.0, abs=1e-12)
+    assert probe.attention_sharpness(one_hot) == pytest.approx(1.0, abs=1e-12)
+    tokens = torch.tensor([[0, 1] * (T // 2)])  # alternating: at query t, ceil((t+1)/2) of the t+1 keys match
+    expected = sum(((t + 2) // 2) / (t + 1) for t in range(probe.MIN_KEYS - 1, T)) / (T - probe.MIN_KEYS + 1)
+    assert probe.same_token_mass(uniform, tokens) == pytest.approx(expected, rel=1e-12)
+    assert probe.same_token_mass(one_hot, tokens) == pytest.approx(1.0)
+    store = json.loads((LM_BENCH / "init_probe.json").read_text())
+    assert probe.markdown(store) == (LM_BENCH / "init_probe.md").read_text()
