@@ -86,18 +86,18 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "aot-mssa-tied-w-cpu",
-            _lm("aot-mssa", 18, 512, 8, tied_output=True, position="rope", **_CPU_LM),
-            "the tied operator that trains: width 512 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
+            _lm("aot-mssa", 18, 512, 8, tied_output=True, position="rope", init_std=0.05, **_CPU_LM),
+            "the tied operator that trains: width 512 over depth, rotary, init std 0.05",  # benchmarks/lm tied-recipe
         ),
         Preset(
             "aot-mhsa-w-cpu",
-            _lm("aot-mhsa", 8, 384, 6, position="rope", **_CPU_LM),
-            "AoT-MHSA nearest GPT-2 here: width 384 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
+            _lm("aot-mhsa", 8, 384, 6, position="rope", init_std=0.05, **_CPU_LM),
+            "AoT-MHSA nearest GPT-2 here: width 384 over depth, rotary, init std 0.05",  # benchmarks/lm
         ),
         Preset(
             "aot-mssa-w-cpu",
-            _lm("aot-mssa", 16, 384, 6, tied_output=False, position="rope", **_CPU_LM),
-            "AoT-MSSA (W_O), width 384 over depth, rotary",  # why: benchmarks/lm, tag rope-wide
+            _lm("aot-mssa", 16, 384, 6, tied_output=False, position="rope", init_std=0.05, **_CPU_LM),
+            "AoT-MSSA (W_O), width 384 over depth, rotary, init std 0.05",  # why: benchmarks/lm, tied-recipe
         ),
         Preset("crate-l-cpu", _lm("crate", 24, 256, 4, tied_output=False, **_CPU_LM), "CRATE, 24 layers"),
         Preset(
