@@ -340,15 +340,22 @@ def summary_row(run: Run, result: dict) -> dict:
 
 
 def seed_summary(store: dict) -> list[dict]:
-    """Per (tag, tokenizer, model, position, extra overrides): the rows at the group's best lr (the lr whose
-    mean val loss is lowest), with the mean and min-max of val loss over their seeds."""
+    """Per (tag, tokenizer, model, position, extra overrides): the rows at the group's best lr, with the mean and
+    min-max of val loss over their seeds. The best lr is the sweep's winner, as the plan picks it (the lowest val
+    loss at seed 0; a group without a seed-0 row: the lowest mean), so an lr that got extra seeds by hand does not
+    displace the one the protocol chose."""
     groups: dict[tuple, dict[float, list[dict]]] = {}
     for r in map(with_axes, store["runs"]):
         key = (r["tag"], r["tokenizer"], r["model"], r["position"], tuple(r["extra"]))
         groups.setdefault(key, {}).setdefault(r["lr"], []).append(r)
     rows = []
     for key, by_lr in groups.items():
-        lr, best = min(by_lr.items(), key=lambda item: statistics.fmean(r["val_loss"] for r in item[1]))
+        sweep = [r for rows_at_lr in by_lr.values() for r in rows_at_lr if r["seed"] == 0]
+        if sweep:
+            lr = min(sweep, key=lambda r: r["val_loss"])["lr"]
+            best = by_lr[lr]
+        else:
+            lr, best = min(by_lr.items(), key=lambda item: statistics.fmean(r["val_loss"] for r in item[1]))
         losses = [r["val_loss"] for r in best]
         rows.append(
             {
