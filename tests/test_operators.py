@@ -124,11 +124,32 @@ def test_ista_step_equals_crate_formula_in_column_form():
     np.testing.assert_allclose(out.detach().numpy().T, expected, rtol=1e-10, atol=1e-12)
 
 
+def _layer_norm_columns(Y: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LN(y) per column, affine g, b, eps 1e-5."""
+    return (Y - Y.mean(axis=0)) / np.sqrt(Y.var(axis=0) + 1e-5) * g[:, None] + b[:, None]
+
+
 def _crate_half_step(Y: np.ndarray, D: np.ndarray, g: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """u = LN(y) per column (affine g, b; eps 1e-5) and the ISTA step ReLU(u − η Dᵀ(D u − u) − η λ), η = λ = 0.1."""
-    mean, var = Y.mean(axis=0), Y.var(axis=0)
-    u = (Y - mean) / np.sqrt(var + 1e-5) * g[:, None] + b[:, None]
+    """u = LN(y) per column and the ISTA step ReLU(u − η Dᵀ(D u − u) − η λ), η = λ = 0.1."""
+    u = _layer_norm_columns(Y, g, b)
     return u, np.maximum(u - 0.1 * D.T @ (D @ u - u) - 0.1 * 0.1, 0.0)
+
+
+def _run_crate_block(block: CrateBlock, rng: np.random.Generator, N: int, **weights: np.ndarray):
+    """Set the block's sparse-coding weights (``weights``: parameter name under ``block.mlp`` → value) and a
+    random LayerNorm affine, run N random tokens; returns (output, Y = the stream after attention, g, b), the
+    matrices d × N. Y comes from the block's hook, so only the sparse-coding half is checked against it."""
+    d = block.mlp_norm.weight.shape[0]
+    g, b = rng.uniform(0.5, 1.5, d), rng.standard_normal(d) * 0.1
+    with torch.no_grad():
+        for name, value in weights.items():
+            getattr(block.mlp, name).copy_(torch.from_numpy(value))
+        block.mlp_norm.weight.copy_(torch.from_numpy(g))
+        block.mlp_norm.bias.copy_(torch.from_numpy(b))
+    seen = {}
+    block.hook_resid_mid.register_forward_hook(lambda module, args, out: seen.update(mid=out))
+    out = block(torch.from_numpy(rng.standard_normal((1, N, d))))[0].detach().numpy().T
+    return out, seen["mid"][0].detach().numpy().T, g, b
 
 
 @pytest.mark.parametrize("residual", [False, True])
@@ -138,16 +159,8 @@ def test_crate_block_replaces_or_increments_the_stream(residual):
     d, N = 8, 5
     rng = np.random.default_rng(4)
     cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_residual=residual)
-    block = CrateBlock(cfg).double()
-    D, g, b = rng.standard_normal((d, d)), rng.uniform(0.5, 1.5, d), rng.standard_normal(d) * 0.1
-    with torch.no_grad():
-        block.mlp.dictionary.copy_(torch.from_numpy(D))
-        block.mlp_norm.weight.copy_(torch.from_numpy(g))
-        block.mlp_norm.bias.copy_(torch.from_numpy(b))
-    seen = {}
-    block.hook_resid_mid.register_forward_hook(lambda module, args, out: seen.update(mid=out))
-    out = block(torch.from_numpy(rng.standard_normal((1, N, d))))[0].detach().numpy().T
-    Y = seen["mid"][0].detach().numpy().T  # d × N
+    D = rng.standard_normal((d, d))
+    out, Y, g, b = _run_crate_block(CrateBlock(cfg).double(), rng, N, dictionary=D)
     u, step = _crate_half_step(Y, D, g, b)
     expected = Y + step - u if residual else step
     np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-11)
@@ -169,17 +182,8 @@ def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
     block = CrateBlock(cfg).double()
     assert sum(p.numel() for p in block.mlp.parameters()) == 2 * C * d * d
     D, D_hat = rng.standard_normal((d, C * d)) * 0.5, rng.standard_normal((d, C * d))
-    g, b = rng.uniform(0.5, 1.5, d), rng.standard_normal(d) * 0.1
-    with torch.no_grad():
-        block.mlp.encoder.copy_(torch.from_numpy(D))
-        block.mlp.decoder.copy_(torch.from_numpy(D_hat))
-        block.mlp_norm.weight.copy_(torch.from_numpy(g))
-        block.mlp_norm.bias.copy_(torch.from_numpy(b))
-    seen = {}
-    block.hook_resid_mid.register_forward_hook(lambda module, args, out: seen.update(mid=out))
-    out = block(torch.from_numpy(rng.standard_normal((1, N, d))))[0].detach().numpy().T
-    Y = seen["mid"][0].detach().numpy().T
-    u = (Y - Y.mean(axis=0)) / np.sqrt(Y.var(axis=0) + 1e-5) * g[:, None] + b[:, None]
+    out, Y, g, b = _run_crate_block(block, rng, N, encoder=D, decoder=D_hat)
+    u = _layer_norm_columns(Y, g, b)
     eta = lam = 0.1
     a1 = np.maximum(eta * D.T @ u - eta * lam, 0.0)
     a2 = np.maximum(a1 - eta * D.T @ (D @ a1 - u) - eta * lam, 0.0)
