@@ -314,3 +314,28 @@ def test_init_probe_measures_attention_against_closed_forms_and_renders_its_json
     assert probe.same_token_mass(one_hot, tokens) == pytest.approx(1.0)
     store = json.loads((LM_BENCH / "init_probe.json").read_text())
     assert probe.markdown(store) == (LM_BENCH / "init_probe.md").read_text()
+
+
+def test_gap_along_the_longer_runs_is_each_contender_against_its_own_gpt2_at_each_evaluation(bench):
+    """headline.along_rows: a contender with an init recipe is read against GPT-2 at that init (not the default
+    GPT-2), seeds are averaged at each evaluation, and a token count GPT-2 did not evaluate gets no column."""
+    headline = load_script("bench_lm_headline_along", LM_BENCH / "headline.py")
+    init, wide = ("model.init_std=0.05",), ("model.n_layer=8", "model.n_embd=384", "model.n_head=6")
+
+    def r(model, evals, lr=3e-3, seed=0, extra=()):  # type: ignore[no-untyped-def]
+        run = bench.Run("rope-4x", "bytes", model, 1000, "rope", lr, seed, tuple(extra))
+        return {**row(run, evals[-1][1]), "evals": [{"tokens": t, "val_loss": v} for t, v in evals]}
+
+    store = {
+        "runs": [
+            r("gpt2-cpu", [(1, 3.0), (2, 2.0)]),  # default init: not the contender's reference
+            r("gpt2-cpu", [(1, 2.0), (2, 1.6), (3, 1.5)], extra=init),
+            r("aot-mhsa-l-cpu", [(1, 2.2), (2, 1.7), (4, 1.6)], lr=1e-3, extra=wide + init),
+            r("aot-mhsa-l-cpu", [(1, 2.4), (2, 1.9), (4, 1.6)], lr=1e-3, seed=1, extra=wide + init),
+        ]
+    }
+    (along,) = headline.along_rows(store)
+    assert along["shape"] == "8 × 384"
+    assert along["gaps"] == pytest.approx({1: 0.15, 2: 0.125})  # (2.3 - 2.0) / 2.0, (1.8 - 1.6) / 1.6
+    text = headline.along_markdown(store)
+    assert "| bytes | AoT-MHSA | 8 × 384 | model.init_std=0.05 | +15.0 % | +12.5 % |\n" in text + "\n"

@@ -4,7 +4,8 @@ below the bigram it is, the same model at 4x the tokens where recorded, and the 
 
     PYTHONPATH=src python benchmarks/lm/headline.py            # print the table
     PYTHONPATH=src python benchmarks/lm/headline.py --write    # and rewrite the <!-- lm:headline --> blocks of
-                                                               # README.md and benchmarks/lm/README.md, and
+                                                               # README.md and benchmarks/lm/README.md, the
+                                                               # <!-- lm:along --> block of the latter, and
                                                                # draw quality_per_compute-headline.png
 
 The rows are the seed summaries (``run.seed_summary``) of the tags in ``TAGS``; nothing here is typed by hand, so
@@ -24,9 +25,12 @@ from run import (  # noqa: E402  (benchmarks/lm/run.py)
     REFERENCE,
     SHAPE_OVERRIDES,
     draw_quality_per_compute,
+    matched_reference,
+    mean_evals,
     model_shape,
     seed_summary,
     summary_reference,
+    summary_runs,
 )
 
 from aot.runinfo import replace_marked_block  # noqa: E402
@@ -46,6 +50,7 @@ NAMES = {
     "crate-alpha-l-cpu": "CRATE-α, overcomplete dictionary",
 }
 BLOCK = "lm:headline"
+ALONG_BLOCK = "lm:along"
 FIGURE = "quality_per_compute-headline.png"
 
 
@@ -151,6 +156,53 @@ def markdown(store: dict, commands: bool = True) -> str:
     return "\n".join(lines)
 
 
+def along_rows(store: dict) -> list[dict]:
+    """The gap to GPT-2 along the longer runs (tag ``LONGER``): for each contender, its mean periodic val loss
+    over seeds against that of its GPT-2 (:func:`run.matched_reference`: same tokenizer, positions, budget and
+    recipe) at every token count both evaluated."""
+    summary = [s for s in seed_summary(store) if s["tag"] == LONGER]
+    rows = []
+    for s in summary:
+        if s["model"] == REFERENCE or not (runs := summary_runs(store, s, with_evals=True)):
+            continue
+        peers = [
+            g
+            for g in summary
+            if g["model"] == REFERENCE
+            and (g["tokenizer"], g["position"], g["tokens"]) == (s["tokenizer"], s["position"], s["tokens"])
+            and summary_runs(store, g, with_evals=True)
+        ]
+        ref = matched_reference(peers, s, s["tag"])
+        if ref is None:
+            continue
+        tokens, val = mean_evals(runs)
+        ref_at = dict(zip(*mean_evals(summary_runs(store, ref, with_evals=True)), strict=True))
+        layers, width = model_shape(s)
+        rows.append(
+            {
+                "summary": s,
+                "shape": f"{layers} × {width}",
+                "gaps": {t: (v - ref_at[t]) / ref_at[t] for t, v in zip(tokens, val, strict=True) if t in ref_at},
+            }
+        )
+    return rows
+
+
+def along_markdown(store: dict) -> str:
+    """The gap-along-the-way table: a row per longer contender, a column per evaluated token count."""
+    rows = along_rows(store)
+    points = sorted({t for r in rows for t in r["gaps"]})
+    head = "| tokenizer | model | layers × width | recipe | " + " | ".join(f"{t / 1e6:.1f} M" for t in points) + " |"
+    lines = [head, "|---" * (4 + len(points)) + "|"]
+    for r in rows:
+        s = r["summary"]
+        recipe = " ".join(o for o in s["extra"] if not o.startswith(SHAPE_OVERRIDES)) or "—"
+        cells = [s["tokenizer"], NAMES.get(s["model"], s["model"]), r["shape"], recipe]
+        cells += [f"{100 * r['gaps'][t]:+.1f} %" if t in r["gaps"] else "—" for t in points]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="rewrite the lm:headline blocks of both READMEs")
@@ -160,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         for path, commands in ((HERE.parents[1] / "README.md", False), (HERE / "README.md", True)):
             text = path.read_text()
-            path.write_text(replace_marked_block(text, BLOCK, markdown(store, commands), path.name))
+            text = replace_marked_block(text, BLOCK, markdown(store, commands), path.name)
+            if commands:
+                text = replace_marked_block(text, ALONG_BLOCK, along_markdown(store), path.name)
+            path.write_text(text)
             print(f"wrote the {BLOCK} block of {path}")
         print(f"wrote {draw_quality_per_compute(store, list(TAGS), HERE / FIGURE)}")
     return 0

@@ -384,6 +384,24 @@ def model_shape(s: dict) -> tuple[int, int]:
     return model.n_layer, model.n_embd
 
 
+def summary_runs(store: dict, s: dict, with_evals: bool = False) -> list[dict]:
+    """The recorded runs behind seed-summary row ``s`` (its seeds at its lr); ``with_evals``: only those with
+    periodic evaluations."""
+    return [
+        r
+        for r in map(with_axes, store["runs"])
+        if (r["tag"], r["tokenizer"], r["model"], r["position"], r["extra"], r["lr"])
+        == (s["tag"], s["tokenizer"], s["model"], s["position"], s["extra"], s["lr"])
+        and (r.get("evals") or not with_evals)
+    ]
+
+
+def mean_evals(rows: list[dict]) -> tuple[list[int], list[float]]:
+    """(tokens, val loss averaged over ``rows``) at each periodic evaluation of runs that share a schedule."""
+    tokens = [e["tokens"] for e in rows[0]["evals"]]
+    return tokens, [statistics.fmean(r["evals"][i]["val_loss"] for r in rows) for i in range(len(tokens))]
+
+
 def quality_curves(store: dict, tags: str | list[str]) -> list[dict]:
     """Val loss against training FLOPs and training seconds for each model (tokenizer, position, overrides) of
     ``tags`` at its best lr, averaged over seeds at each periodic evaluation. FLOPs = tokens × the row's training
@@ -393,21 +411,10 @@ def quality_curves(store: dict, tags: str | list[str]) -> list[dict]:
     for s in seed_summary(store):
         if s["tag"] not in tags:
             continue
-        rows = [
-            r
-            for r in map(with_axes, store["runs"])
-            if r["tag"] == s["tag"]
-            and r["tokenizer"] == s["tokenizer"]
-            and r["model"] == s["model"]
-            and r["position"] == s["position"]
-            and r["extra"] == s["extra"]
-            and r["lr"] == s["lr"]
-            and r.get("evals")
-        ]
+        rows = summary_runs(store, s, with_evals=True)
         if not rows:
             continue
-        tokens = [e["tokens"] for e in rows[0]["evals"]]
-        val = [statistics.fmean(r["evals"][i]["val_loss"] for r in rows) for i in range(len(tokens))]
+        tokens, val = mean_evals(rows)
         seconds_per_token = statistics.fmean(1 / r["tokens_per_second"] for r in rows)
         layers, width = model_shape(s)
         curves.append(
