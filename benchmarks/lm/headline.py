@@ -23,13 +23,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE)]
 from run import (  # noqa: E402  (benchmarks/lm/run.py)
     REFERENCE,
-    SHAPE_OVERRIDES,
     draw_quality_per_compute,
-    matched_reference,
     mean_evals,
     model_shape,
+    recipe_overrides,
     seed_summary,
     summary_reference,
+    summary_reference_entry,
     summary_runs,
 )
 
@@ -97,7 +97,7 @@ def headline_rows(store: dict) -> list[dict]:
                 "name": NAMES.get(s["model"], s["model"]),
                 "width": width,
                 "shape": f"{layers} × {width}" + "".join(f" (p = {p})" for p in head_dim),
-                "recipe": " ".join(o for o in s["extra"] if not o.startswith(SHAPE_OVERRIDES)),
+                "recipe": " ".join(recipe_overrides(s["extra"])),
                 "gap": None if ref is None or s["model"] == REFERENCE else (s["val_mean"] - ref) / ref,
                 "longer": more,
                 "longer_gap": None
@@ -158,25 +158,18 @@ def markdown(store: dict, commands: bool = True) -> str:
 
 def along_rows(store: dict) -> list[dict]:
     """The gap to GPT-2 along the longer runs (tag ``LONGER``): for each contender, its mean periodic val loss
-    over seeds against that of its GPT-2 (:func:`run.matched_reference`: same tokenizer, positions, budget and
+    over seeds against that of its GPT-2 (:func:`run.summary_reference_entry`: same tokenizer, positions, budget and
     recipe) at every token count both evaluated."""
     summary = [s for s in seed_summary(store) if s["tag"] == LONGER]
     rows = []
     for s in summary:
         if s["model"] == REFERENCE or not (runs := summary_runs(store, s, with_evals=True)):
             continue
-        peers = [
-            g
-            for g in summary
-            if g["model"] == REFERENCE
-            and (g["tokenizer"], g["position"], g["tokens"]) == (s["tokenizer"], s["position"], s["tokens"])
-            and summary_runs(store, g, with_evals=True)
-        ]
-        ref = matched_reference(peers, s, s["tag"])
-        if ref is None:
+        ref = summary_reference_entry(summary, s)
+        if ref is None or not (ref_runs := summary_runs(store, ref, with_evals=True)):
             continue
         tokens, val = mean_evals(runs)
-        ref_at = dict(zip(*mean_evals(summary_runs(store, ref, with_evals=True)), strict=True))
+        ref_at = dict(zip(*mean_evals(ref_runs), strict=True))
         layers, width = model_shape(s)
         rows.append(
             {
@@ -196,7 +189,7 @@ def along_markdown(store: dict) -> str:
     lines = [head, "|---" * (4 + len(points)) + "|"]
     for r in rows:
         s = r["summary"]
-        recipe = " ".join(o for o in s["extra"] if not o.startswith(SHAPE_OVERRIDES)) or "—"
+        recipe = " ".join(recipe_overrides(s["extra"])) or "—"
         cells = [s["tokenizer"], NAMES.get(s["model"], s["model"]), r["shape"], recipe]
         cells += [f"{100 * r['gaps'][t]:+.1f} %" if t in r["gaps"] else "—" for t in points]
         lines.append("| " + " | ".join(cells) + " |")

@@ -459,6 +459,11 @@ def draw_quality_per_compute(store: dict, tags: str | list[str], path: Path) -> 
     return path
 
 
+def recipe_overrides(extra: list[str]) -> list[str]:
+    """The overrides of ``extra`` that change the recipe (init, step size...), not the shape (SHAPE_OVERRIDES)."""
+    return [o for o in extra if not o.startswith(SHAPE_OVERRIDES)]
+
+
 def matched_reference(candidates: list[dict], row: dict, tag: str) -> dict | None:
     """The GPT-2 entry a contender is measured against, among ``candidates`` (GPT-2 entries already matched on
     tokenizer, position scheme, token budget and, for single runs, seed): one with the contender's own extra
@@ -466,7 +471,7 @@ def matched_reference(candidates: list[dict], row: dict, tag: str) -> dict | Non
     belongs to the contender, not to GPT-2; an init override is GPT-2's too), else one with none;
     the contender's own tag first; the lowest val loss of those (GPT-2 at its best lr)."""
     extra = list(row["extra"])
-    recipe = [o for o in extra if not o.startswith(SHAPE_OVERRIDES)]
+    recipe = recipe_overrides(extra)
     pools = (
         [c for c in candidates if c["extra"] == extra],
         [c for c in candidates if c["extra"] == recipe],
@@ -498,16 +503,21 @@ def reference_loss(store: dict, row: dict) -> float | None:
     return float(main[0]["val_loss"]) if main else None
 
 
-def summary_reference(summary: list[dict], s: dict) -> float | None:
-    """GPT-2's mean val loss (at its best lr) that a seed-summary row ``s`` is measured against: same tokenizer,
-    position scheme and token budget (:func:`matched_reference`), or None."""
+def summary_reference_entry(summary: list[dict], s: dict) -> dict | None:
+    """The GPT-2 seed-summary entry (at its best lr) that a seed-summary row ``s`` is measured against: same
+    tokenizer, position scheme and token budget (:func:`matched_reference`), or None."""
     peers = [
         g
         for g in summary
         if g["model"] == REFERENCE
         and (g["tokenizer"], g["position"], g["tokens"]) == (s["tokenizer"], s["position"], s["tokens"])
     ]
-    match = matched_reference(peers, s, s["tag"])
+    return matched_reference(peers, s, s["tag"])
+
+
+def summary_reference(summary: list[dict], s: dict) -> float | None:
+    """GPT-2's mean val loss that a seed-summary row ``s`` is measured against (:func:`summary_reference_entry`)."""
+    match = summary_reference_entry(summary, s)
     return None if match is None else float(match["val_mean"])
 
 
