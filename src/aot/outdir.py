@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from aot.errors import AotError, os_error_line
+
+RESULTS_FILE = "results.json"  # what every experiment command writes into --out when it finishes
 
 
 def check_writable_dir(out: str | Path) -> Path:
@@ -46,3 +50,26 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Replace ``path``'s content with ``text`` in one step (see :func:`atomic_target`)."""
     with atomic_target(path) as scratch:
         scratch.write_text(text)
+
+
+def write_results(out: str | Path, results: dict[str, Any]) -> Path:
+    """Write a finished run's ``results.json`` into ``out`` in one step (see :func:`atomic_target`): a reader sees
+    the old file or the whole new one, never a half-written one."""
+    path = Path(out) / RESULTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(results, indent=2) + "\n")
+    return path
+
+
+def read_results(run_dir: str | Path) -> dict[str, Any] | None:
+    """The ``results.json`` of a finished run in ``run_dir``, or ``None`` when the run has not finished: the file
+    is missing, unreadable, truncated, not JSON, or not the mapping a finished run writes (with its ``task`` and
+    ``train`` sections). What skips finished runs (sweeps, benchmarks) asks this, never "the file exists"."""
+    path = Path(run_dir) / RESULTS_FILE
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(results, dict) or not isinstance(results.get("task"), str):
+        return None
+    return results if isinstance(results.get("train"), dict) else None

@@ -89,6 +89,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutdown_distributed(clean=status == 0)
     return status
 
-
-if __name__ == "__main__":
-    sys.exit(main())
