@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aot.train.lm_task import build_run_config, train_lm
+from aot.tasks import get_task, run_task
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sonnets.txt"
 
@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     if args.tiny:
         sets.append(f"data.corpus={FIXTURE}")
-    run = build_run_config("cpu-quick", model_preset="aot-mssa-l-cpu", sets=sets)
-    results = train_lm(run, args.out, resume="auto")  # a second run reports the first (or finishes it)
+    lm = get_task("lm")
+    run = lm.build_run("cpu-quick", model_preset="aot-mssa-l-cpu", sets=sets)
+    results = run_task(lm, run, args.out, resume="auto")  # a second run reports the first (or finishes it)
     print(f"val loss {results['val']['loss']:.3f} nats/token after {results['train']['tokens']:,} tokens")
     return results
 

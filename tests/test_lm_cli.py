@@ -100,7 +100,7 @@ def test_dump_config_applies_overrides(capsys):
 
 
 def test_set_reads_numbers_yaml_would_leave_as_strings():
-    from aot.train.experiment import parse_set
+    from aot.layering import parse_set
 
     parsed = parse_set(["train.lr=3e-3", "model.norm=rmsnorm", "train.compile=true", "eval.final_windows=null"])
     assert parsed == {

@@ -19,8 +19,8 @@ from hypothesis import strategies as st  # noqa: E402
 from aot.config import ModelConfig, check_fields, load_config_file  # noqa: E402
 from aot.errors import AotError  # noqa: E402
 from aot.models import build_model, preset_config  # noqa: E402
+from aot.tasks.lm import LMRun  # noqa: E402
 from aot.train import TrainConfig  # noqa: E402
-from aot.train.lm_task import LMRun, build_run_config  # noqa: E402
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -108,7 +108,7 @@ SET_VALUES = st.one_of(
 def test_random_set_assignments_are_accepted_checked_or_one_line(assignments):
     sets = [f"{key}={value}" for key, value in assignments]
     try:
-        run = build_run_config("cpu-quick", sets=sets)
+        run = LMRun.build("cpu-quick", sets=sets)
     except Exception as exc:
         _one_line(exc)
         return
@@ -167,7 +167,7 @@ def test_random_bytes_as_a_config_file(blob, suffix):
         path.write_bytes(blob)
         try:
             data = load_config_file(path)
-            build_run_config("cpu-quick", config_file=str(path))
+            LMRun.build("cpu-quick", config_file=str(path))
         except Exception as exc:
             _one_line(exc)
         else:

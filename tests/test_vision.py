@@ -266,7 +266,9 @@ def test_digits_quick_beats_80_percent(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_resume_is_exact(tmp_path: Path) -> None:
-    from aot.train.vision_task import build_run_config, train_vision
+    from aot.tasks import get_task, run_task
+
+    task = get_task("vision")
 
     sets = [
         "train.steps=8",
@@ -280,10 +282,10 @@ def test_resume_is_exact(tmp_path: Path) -> None:
         "data.flip=true",
         "eval.periodic_images=64",
     ]
-    run = build_run_config("digits-quick", sets=[*sets, "train.seed=3"])
-    whole = train_vision(run, tmp_path / "whole", "cpu")
-    assert train_vision(run, tmp_path / "split", "cpu", stop_at=5) == {}
-    resumed = train_vision(run, tmp_path / "split", "cpu", resume=True)
+    run = task.build_run("digits-quick", sets=[*sets, "train.seed=3"])
+    whole = run_task(task, run, tmp_path / "whole", "cpu")
+    assert run_task(task, run, tmp_path / "split", "cpu", stop_at=5) == {}
+    resumed = run_task(task, run, tmp_path / "split", "cpu", resume=True)
     assert resumed["test"] == whole["test"]
     assert resumed["train"]["evals"][-1] == whole["train"]["evals"][-1]
     from safetensors.torch import load_file
@@ -298,10 +300,13 @@ def test_init_from_keeps_the_backbone_and_resets_the_classifier(tmp_path: Path) 
     from PIL import Image
 
     from aot.models.base import AotModel
-    from aot.train.vision_task import build_run_config, load_init_model, train_vision
+    from aot.tasks import get_task, run_task
+    from aot.tasks.vision import load_init_model
 
-    run = build_run_config("digits-quick", sets=["train.steps=2", "train.progress=false", "model.n_layer=1"])
-    train_vision(run, tmp_path / "source", "cpu")
+    task = get_task("vision")
+
+    run = task.build_run("digits-quick", sets=["train.steps=2", "train.progress=false", "model.n_layer=1"])
+    run_task(task, run, tmp_path / "source", "cpu")
     source = AotModel.from_pretrained(tmp_path / "source" / "checkpoint")
     model = load_init_model(str(tmp_path / "source"), num_classes=3)
     assert model.get_classifier().out_features == 3
@@ -313,12 +318,12 @@ def test_init_from_keeps_the_backbone_and_resets_the_classifier(tmp_path: Path) 
         (folder / f"c{k}").mkdir(parents=True)
         for i in range(4):
             Image.fromarray(np.full((8, 8), 60 * k + i, dtype=np.uint8)).save(folder / f"c{k}" / f"{i}.png")
-    tuned = build_run_config(
+    tuned = task.build_run(
         "digits-quick",
         flags={"data": {"dataset": str(folder), "val_size": 0}, "finetune": {"init_from": str(tmp_path / "source")}},
         sets=["train.steps=2", "train.progress=false"],
     )
-    results = train_vision(tuned, tmp_path / "tuned", "cpu")
+    results = run_task(task, tuned, tmp_path / "tuned", "cpu")
     assert results["data"]["num_classes"] == 3 and len(results["test"]["confusion"]) == 3
     assert results["model"]["n_layer"] == 1  # the source's model, not the preset's
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from aot.cli import add_experiment_args
+from aot.cli.options import add_experiment_args
 from aot.config import from_dict, load_config_file
 from aot.devices import resolve_device
 from aot.errors import AotError

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aot.cli import add_experiment_args
+from aot.cli.options import add_experiment_args
 from aot.config import from_dict, load_config_file
 from aot.devices import resolve_device
 from aot.errors import AotError

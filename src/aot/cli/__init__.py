@@ -19,7 +19,7 @@ from aot.errors import AotError, os_error_line
 COMMAND_MODULES = [
     "aot.models.cli",
     "aot.data.cli",
-    "aot.train.cli",
+    "aot.cli.train",
     "aot.eval.cli",
     "aot.analysis.viz_cli",
     "aot.analysis.cli",
@@ -29,22 +29,6 @@ COMMAND_MODULES = [
     "aot.bench.cli",
     "aot.report.cli",
 ]
-
-
-def add_experiment_args(parser: argparse.ArgumentParser, default_out: str) -> None:
-    """The options every experiment command shares."""
-    group = parser.add_argument_group("experiment")
-    group.add_argument("--config", metavar="FILE", help="YAML or JSON config; command-line options override it")
-    group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    group.add_argument(
-        "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available; default: auto)"
-    )
-    group.add_argument(
-        "--out",
-        metavar="DIR",
-        default=default_out,
-        help=f"folder for results.json and figures (default: {default_out})",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,4 +72,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         shutdown_distributed(clean=status == 0)
     return status
-

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from aot.cli import add_experiment_args
+from aot.cli.options import add_experiment_args
 from aot.config import from_dict
 from aot.devices import resolve_device
 from aot.errors import AotError

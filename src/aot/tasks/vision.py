@@ -5,16 +5,12 @@ A run is one config with the sections ``model`` (a model preset plus field overr
 (:class:`aot.train.TrainConfig`), ``data`` (the image set, the held-out split, augmentation), ``loss`` (label
 smoothing), ``eval`` and ``finetune`` (start from another run's weights with a new classifier). Named training
 presets (:data:`VISION_PRESETS`) fill it; ``--config``, flags and ``--set`` override it
-(:func:`aot.train.experiment.build_run_config`).
+(:meth:`aot.tasks.TaskRun.build`); :func:`aot.tasks.run_task` runs it.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,15 +20,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageBatches, ImageData, load_images
-from aot.devices import resolve_device
 from aot.errors import AotError, ConfigError
 from aot.eval.vision import evaluate_classifier
 from aot.models import build_model
 from aot.models.base import AotModel
-from aot.runinfo import machine_info
-from aot.train import experiment
-from aot.train.distributed import barrier, init_distributed
-from aot.train.experiment import TaskRun
+from aot.tasks.figures import plot_training_curve
+from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
 
 
@@ -139,10 +132,6 @@ class VisionRun(TaskRun):
     finetune: VisionFinetuneConfig
 
 
-# preset < config file < flags < --set assignments, validated (see aot.train.experiment.build_run_config)
-build_run_config = VisionRun.build
-
-
 # -- running ----------------------------------------------------------------------------------------------
 
 
@@ -180,125 +169,145 @@ def classification_loss(label_smoothing: float):  # type: ignore[no-untyped-def]
     return loss_fn
 
 
-def train_vision(
-    run: VisionRun,
-    out_dir: str | Path,
-    device_name: str = "auto",
-    resume: bool | str = False,
-    force: bool = False,
-    stop_at: int | None = None,
-) -> dict:
-    """Train, evaluate on val and test, and write ``results.json``, ``loss_curve.png`` and ``confusion.png``.
-    ``run.train.seed`` seeds everything (model init, augmentation, dropout); ``resume`` / ``force``: see
-    :meth:`aot.train.Trainer.fit`. ``stop_at``: stop after that step with a checkpoint and no final evaluation
-    (as an interrupted run would)."""
-    out = Path(out_dir)
-    from aot.train.distributed import env_from_torchrun
+class VisionTask(Task[ImageData]):
+    """Image classification: label-smoothed cross-entropy; top-1 / top-5 / loss on a held-out part of the training
+    set during training and on the test split at the end."""
 
-    device = resolve_device(device_name, env_from_torchrun().local_rank)
-    env = init_distributed(device)
-    if not run.data.dataset:
-        raise AotError("this preset needs an image set: pass --data FOLDER (one sub-folder per class) or hf:NAME")
-    data = load_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
-    seed = run.train.seed
-    torch.manual_seed(seed)
-    if run.finetune.init_from:
-        model = load_init_model(run.finetune.init_from, data.num_classes)
-    else:
-        model = build_model(run.model_config(num_classes=data.num_classes))
-    model_cfg = model.cfg
-    check_image_shape(data, model_cfg.image_size, model_cfg.in_chans)
-    batches = ImageBatches(data, run.train.batch_size, seed=seed, padding=run.data.padding, flip=run.data.flip)
-    val_x, val_y = data.splits["val"]
-
-    def periodic_eval(net: nn.Module) -> dict[str, float]:
-        if not len(val_y):
-            return {}
-        s = evaluate_classifier(
-            net, val_x, val_y, data.normalise, run.eval.batch_size, run.eval.periodic_images, device
-        )
-        return {"val_loss": s["loss"], "val_top1": s["top1"], "val_top5": s["top5"]}
-
-    fingerprint = {
-        "model": model_cfg.to_dict(),
-        "data": {**{k: v for k, v in data.info().items() if k != "classes"}, "config": vars(run.data)},
-        "loss": vars(run.loss),
-        "init_from": run.finetune.init_from,
-        "seed": seed,
-    }
-    trainer = Trainer(
-        model,
-        batches,
-        classification_loss(run.loss.label_smoothing),
-        run.train,
-        out,
-        device=device,
-        evaluate=periodic_eval,
-        fingerprint=fingerprint,
-        model_config=model_cfg.to_dict(),
+    name = "vision"
+    run_cls = VisionRun
+    sample_unit = "images"
+    command = TaskCommand(
+        help="train an image classifier (AoT-MSSA-V, AoT-MHSA-V, ViT, CRATE)",
+        description="Train an image classifier with the shared trainer (AdamW or Lion, warm-up + cosine, label "
+        "smoothing, random crop + flip computed from the step, so --resume is exact) and report top-1 / top-5 "
+        "accuracy and loss on a held-out part of the training set during training and on the test set at the end. "
+        "Writes results.json, loss_curve.png, confusion.png, metrics.jsonl and checkpoint/ into --out. "
+        "Fashion-MNIST (the default) comes from Debian: apt-get install -y dataset-fashion-mnist.",
+        examples=(
+            "aot train vision                                # AoT-MSSA-V on Fashion-MNIST, 1 epoch",
+            "aot train vision --preset transformer --seed 1  # the ViT baseline",
+            "aot train vision --preset digits-quick          # seconds, scikit-learn digits",
+            "aot train vision --data mnist --out runs/mnist",
+            "aot train vision --data mnist --init-from runs/vision --out runs/ft   # new classifier",
+            "aot train vision --set train.optimizer=lion --set train.lr=2e-4",
+            "aot train vision --out runs/vision --resume     # continue an interrupted run exactly",
+        ),
+        preset_notes=(
+            "aot-mssa, aot-mhsa, transformer, crate   ~0.8M parameters each (aot models), Fashion-MNIST 28x28",
+            "                                         patch 7, 1 epoch (430 x 128), AdamW 1e-3, fp32",
+            "digits-quick                             scikit-learn 8x8 digits, 150 steps, > 80% in seconds",
+            "aot-mssa-s, aot-mhsa-s, vit-s, crate-b   the paper's ImageNet sizes (224, patch 16), Lion 2e-4;",
+            "                                         need --data FOLDER (one sub-folder per class)",
+        ),
+        default_preset="aot-mssa",
+        options=(
+            TaskOption(
+                "--data",
+                f"image set: {', '.join(IMAGE_SETS)}, a folder with one sub-folder per class, or hf:NAME",
+                sets_field("data", "dataset"),
+            ),
+            TaskOption(
+                "--init-from",
+                "start from this run's weights with a new classifier",
+                sets_field("finetune", "init_from"),
+                metavar="DIR",
+            ),
+            TaskOption(
+                "--label-smoothing",
+                "label smoothing epsilon (default 0.1)",
+                sets_field("loss", "label_smoothing"),
+                kind=float,
+            ),
+        ),
     )
-    wall_start = time.perf_counter()
-    result = trainer.fit(resume=resume, stop_at=stop_at, force=force)
-    if stop_at is not None and result.step < run.train.steps:
-        return {}
-    final = {}
-    trainer.model.eval()
-    with torch.no_grad(), trainer.autocast():
+
+    def check(self, run: VisionRun) -> None:
+        if not run.data.dataset:
+            raise AotError("this preset needs an image set: pass --data FOLDER (one sub-folder per class) or hf:NAME")
+
+    def load_data(self, run: VisionRun, is_main: bool) -> ImageData:
+        return load_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
+
+    def build_model(self, run: VisionRun, data: ImageData) -> AotModel:
+        if run.finetune.init_from:
+            model = load_init_model(run.finetune.init_from, data.num_classes)
+        else:
+            model = build_model(run.model_config(num_classes=data.num_classes))
+        check_image_shape(data, model.cfg.image_size, model.cfg.in_chans)
+        return model
+
+    def seq_len(self, run: VisionRun, model: AotModel) -> int:
+        return (model.cfg.image_size // model.cfg.patch_size) ** 2 + 1  # the patches and the class token
+
+    def setup(self, run: VisionRun, data: ImageData, model: AotModel, device: torch.device) -> Setup:
+        batches = ImageBatches(
+            data, run.train.batch_size, seed=run.train.seed, padding=run.data.padding, flip=run.data.flip
+        )
+        val_x, val_y = data.splits["val"]
+
+        def periodic_eval(net: nn.Module) -> dict[str, float]:
+            if not len(val_y):
+                return {}
+            s = evaluate_classifier(
+                net, val_x, val_y, data.normalise, run.eval.batch_size, run.eval.periodic_images, device
+            )
+            return {"val_loss": s["loss"], "val_top1": s["top1"], "val_top5": s["top5"]}
+
+        fingerprint = {
+            "model": model.cfg.to_dict(),
+            "data": {**{k: v for k, v in data.info().items() if k != "classes"}, "config": vars(run.data)},
+            "loss": vars(run.loss),
+            "init_from": run.finetune.init_from,
+            "seed": run.train.seed,
+        }
+        return Setup(batches, classification_loss(run.loss.label_smoothing), periodic_eval, fingerprint, state=batches)
+
+    def final_eval(self, run: VisionRun, data: ImageData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
+        final = {}
         for split in ("val", "test"):
             x, y = data.splits[split]
             final[split] = evaluate_classifier(
                 trainer.model, x, y, data.normalise, run.eval.batch_size, None, device, data.num_classes
             )
-    results: dict[str, Any] = {}
-    if env.is_main:
-        results = _results(run, model, data, result, final, batches, seed, time.perf_counter() - wall_start)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-        plot_loss_curve(out, results)
-        plot_confusion(out, results)
-    barrier()
-    return results
+        return final
 
+    def results(
+        self, run: VisionRun, data: ImageData, setup: Setup, model: AotModel, result: TrainResult, final: dict
+    ) -> dict[str, Any]:
+        return {
+            "model": model_summary(model, model.cfg, "n_head", "norm", "residual_scale", "patch_size"),
+            "data": data.info(),
+            "train": {
+                "images": result.tokens,
+                "epochs": setup.state.epochs(result.step),
+                "images_per_second": result.tokens_per_second,
+            },
+            "val": final["val"],
+            "test": final["test"],
+        }
 
-def _results(run, model, data, result: TrainResult, final, batches, seed, wall) -> dict:  # type: ignore[no-untyped-def]
-    cfg = model.cfg
-    return {
-        "task": "image",
-        "machine": machine_info(),
-        "seed": seed,
-        "config": run.to_dict(),
-        "model": {
-            "block": cfg.block,
-            "n_layer": cfg.n_layer,
-            "n_embd": cfg.n_embd,
-            "n_head": cfg.n_head,
-            "norm": cfg.norm,
-            "residual_scale": cfg.residual_scale,
-            "patch_size": cfg.patch_size,
-            "params": model.num_params(),
-            "non_embedding_params": model.num_params(non_embedding=True),
-        },
-        "data": data.info(),
-        "train": {
-            "steps": result.step,
-            "images": result.tokens,
-            "epochs": batches.epochs(result.step),
-            "train_seconds": result.train_seconds,
-            "wall_seconds": wall,
-            "images_per_second": result.tokens_per_second,
-            "final_train_loss": result.last_loss,
-            "curve": [{"step": s, "loss": v} for s, v in result.losses],
-            "evals": result.evals,
-        },
-        "val": final["val"],
-        "test": final["test"],
-    }
+    def figures(self, out: Path, results: dict[str, Any]) -> list[Path]:
+        return [plot_loss_curve(out, results), plot_confusion(out, results)]
+
+    def summary(self, results: dict[str, Any], out: Path) -> str:
+        model, train, test = results["model"], results["train"], results["test"]
+        return (
+            f"{model['block']} ({model['params'] / 1e6:.2f}M params) {train['epochs']:.1f} epochs of "
+            f"{results['data']['name']} in {train['train_seconds']:.0f}s ({train['images_per_second']:,.0f} img/s): "
+            f"test top-1 {100 * test['top1']:.2f}%, top-5 {100 * test['top5']:.2f}%, loss {test['loss']:.4f}; "
+            f"val top-1 {100 * results['val']['top1']:.2f}%. Wrote {out / 'results.json'}"
+        )
+
+    def diverged(self, results: dict[str, Any]) -> str | None:
+        if math.isfinite(results["test"]["loss"]):
+            return None
+        return "training diverged (non-finite test loss); lower --lr"
 
 
 def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:
     """Training loss (label-smoothed) and held-out loss against training images."""
     model, train = results["model"], results["train"]
-    return experiment.plot_training_curve(
+    return plot_training_curve(
         out,
         train["curve"],
         train["evals"],
@@ -340,71 +349,3 @@ def plot_confusion(out: Path, results: dict[str, Any], filename: str = "confusio
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-# -- command line -----------------------------------------------------------------------------------------
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "vision",
-        help="train an image classifier (AoT-MSSA-V, AoT-MHSA-V, ViT, CRATE)",
-        description=textwrap.fill(
-            "Train an image classifier with the shared trainer (AdamW or Lion, warm-up + cosine, label smoothing, "
-            "random crop + flip computed from the step, so --resume is exact) and report top-1 / top-5 accuracy "
-            "and loss on a held-out part of the training set during training and on the test set at the end. "
-            "Writes results.json, loss_curve.png, confusion.png, metrics.jsonl and checkpoint/ into --out. "
-            "Fashion-MNIST (the default) comes from Debian: apt-get install -y dataset-fashion-mnist.",
-            width=100,
-        ),
-        epilog="Examples:\n"
-        "  aot train vision                                # AoT-MSSA-V on Fashion-MNIST, 1 epoch\n"
-        "  aot train vision --preset transformer --seed 1  # the ViT baseline\n"
-        "  aot train vision --preset digits-quick          # seconds, scikit-learn digits\n"
-        "  aot train vision --data mnist --out runs/mnist\n"
-        "  aot train vision --data mnist --init-from runs/vision --out runs/ft   # new classifier\n"
-        "  aot train vision --set train.optimizer=lion --set train.lr=2e-4\n"
-        "  aot train vision --out runs/vision --resume     # continue an interrupted run exactly\n"
-        "Presets:\n"
-        "  aot-mssa, aot-mhsa, transformer, crate   ~0.8M parameters each (aot models), Fashion-MNIST 28x28\n"
-        "                                           patch 7, 1 epoch (430 x 128), AdamW 1e-3, fp32\n"
-        "  digits-quick                             scikit-learn 8x8 digits, 150 steps, > 80% in seconds\n"
-        "  aot-mssa-s, aot-mhsa-s, vit-s, crate-b   the paper's ImageNet sizes (224, patch 16), Lion 2e-4;\n"
-        "                                           need --data FOLDER (one sub-folder per class)\n"
-        "Print the full config with --dump-config.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--data", help=f"image set: {', '.join(IMAGE_SETS)}, a folder with one sub-folder per class, or hf:NAME"
-    )
-    parser.add_argument("--init-from", metavar="DIR", help="start from this run's weights with a new classifier")
-    parser.add_argument("--label-smoothing", type=float, help="label smoothing epsilon (default 0.1)")
-    experiment.add_train_args(parser, VISION_PRESETS, default_preset="aot-mssa", default_out="runs/vision")
-    parser.set_defaults(func=run_command)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    flags = experiment.train_flags(args)
-    for section, key, value in (
-        ("data", "dataset", args.data),
-        ("finetune", "init_from", args.init_from),
-        ("loss", "label_smoothing", args.label_smoothing),
-    ):
-        if value is not None:
-            flags.setdefault(section, {})[key] = value
-    run = build_run_config(args.preset, args.config, flags, args.set, model_preset=args.model)
-    if args.dump_config:
-        print(experiment.dump_config(run), end="")
-        return 0
-    results = train_vision(run, args.out, args.device, **experiment.fit_options(args))
-    if results:
-        model, train, test = results["model"], results["train"], results["test"]
-        print(
-            f"{model['block']} ({model['params'] / 1e6:.2f}M params) {train['epochs']:.1f} epochs of "
-            f"{results['data']['name']} in {train['train_seconds']:.0f}s ({train['images_per_second']:,.0f} img/s): "
-            f"test top-1 {100 * test['top1']:.2f}%, top-5 {100 * test['top5']:.2f}%, loss {test['loss']:.4f}; "
-            f"val top-1 {100 * results['val']['top1']:.2f}%. Wrote {Path(args.out) / 'results.json'}"
-        )
-    if not math.isfinite(results.get("test", {}).get("loss", 0.0)):
-        raise AotError("training diverged (non-finite test loss); lower --lr")
-    return 0

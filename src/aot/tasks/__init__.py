@@ -1,0 +1,33 @@
+"""Training tasks: ``lm`` (causal language modelling), ``vision`` (image classification), ``icl`` (in-context
+regression), each a :class:`Task` (:mod:`aot.tasks.protocol`) that :func:`run_task` runs the same way.
+
+    from aot.tasks import get_task, run_task
+    task = get_task("lm")
+    run = task.build_run("cpu-quick", sets=["train.steps=100", "model.n_layer=2"])
+    results = run_task(task, run, "runs/lm-small")        # results.json, loss_curve.png, checkpoint/
+
+A new task: a module with a :class:`Task` subclass, and a line in :data:`TASKS`; ``aot train NAME`` and
+``aot sweep NAME`` then have it.
+"""
+
+from __future__ import annotations
+
+from aot.errors import ConfigError
+from aot.tasks.icl import ICLTask
+from aot.tasks.lm import LMTask
+from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun
+from aot.tasks.runner import run_task
+from aot.tasks.vision import VisionTask
+
+#: every task, by the name ``aot train NAME`` gives it, in the order ``aot train --help`` lists them
+TASKS: dict[str, Task] = {task.name: task for task in (LMTask(), VisionTask(), ICLTask())}
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; a one-line error naming the tasks otherwise."""
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}; use one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+__all__ = ["TASKS", "Setup", "Task", "TaskCommand", "TaskOption", "TaskRun", "get_task", "run_task"]

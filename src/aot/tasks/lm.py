@@ -1,0 +1,307 @@
+"""`aot train lm`: train a causal language model on a text corpus and report val / test loss, perplexity and
+bits per byte beside the unigram and bigram reference points.
+
+A run is described by one config with three sections — ``model`` (a model preset plus field overrides),
+``data`` (corpus, tokenizer, split) and ``train`` (:class:`aot.train.TrainConfig`) — plus ``eval``. Named
+training presets (:data:`LM_PRESETS`) fill it; ``--config FILE``, flags and ``--set section.key=value``
+override it, in that order. :func:`aot.tasks.run_task` runs it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from aot.config import Limit, at_least, within
+from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
+from aot.data.shards import LMBatches, LMData, prepare_lm_data
+from aot.errors import AotError
+from aot.eval.lm import evaluate_lm, ngram_baselines
+from aot.eval.runs import save_tokenizer
+from aot.models import build_model
+from aot.models.base import AotModel
+from aot.tasks.figures import plot_training_curve
+from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
+from aot.train.distributed import barrier
+from aot.train.trainer import Trainer, TrainResult
+
+
+@dataclass
+class LMDataConfig:
+    """corpus: a registered name (shakespeare, austen), a .txt file / folder, or hf:NAME.
+    tokenizer: bytes, gpt2 or bpe-N. fetch: fetch the default corpus when it is missing."""
+
+    corpus: str = DEFAULT_CORPUS
+    tokenizer: str = "bytes"
+    val_fraction: float = 0.05
+    test_fraction: float = 0.05
+    fetch: bool = True
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "val_fraction": within(0, 1, low_open=True, high_open=True),
+        "test_fraction": within(0, 1, low_open=True, high_open=True),
+    }
+
+
+@dataclass
+class LMEvalConfig:
+    """periodic_windows: context windows used by the evaluations during training; final_windows: for the final
+    val / test figures (``None`` = every window of the split); batch_size: windows per forward pass."""
+
+    periodic_windows: int = 32
+    final_windows: int | None = None
+    batch_size: int = 16
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "periodic_windows": at_least(1),
+        "final_windows": at_least(1),
+        "batch_size": at_least(1),
+    }
+
+
+# Named training presets. cpu-quick is the command the README opens with: it must beat the bigram on
+# Shakespeare bytes (2.529 nats/byte on the val split; benchmarks/main_job/results.json) on a 2-core CPU.
+LM_PRESETS: dict[str, dict[str, Any]] = {
+    "cpu-quick": {
+        # rotary positions: with learned absolute ones attention-only models learn far more slowly; init std 0.05:
+        # val 1.860 against 1.936 at 0.02 (benchmarks/lm/README.md, "The main job's init")
+        "model": {"preset": "aot-mhsa-l-cpu", "n_layer": 6, "block_size": 128, "position": "rope", "init_std": 0.05},
+        "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "bytes"},
+        "train": {"steps": 800, "batch_size": 16, "lr": 2e-3, "warmup_steps": 30, "eval_every": 200},
+        "eval": {"periodic_windows": 16, "final_windows": 256},
+    },
+    "cpu-bench": {
+        "model": {"preset": "gpt2-cpu", "block_size": 256},
+        "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "bytes"},
+        "train": {"steps": 400, "batch_size": 16, "lr": 1e-3, "warmup_steps": 40, "eval_every": 100},
+        "eval": {"periodic_windows": 16, "final_windows": 128},
+    },
+    "gpu-base": {
+        "model": {"preset": "gpt2-base"},
+        "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "gpt2"},
+        "train": {
+            "steps": 5000,
+            "batch_size": 64,
+            "micro_batch_size": 16,
+            "lr": 6e-4,
+            "warmup_steps": 200,
+            "eval_every": 500,
+            "checkpoint_every": 1000,
+            "compile": True,
+        },
+        "eval": {"periodic_windows": 64, "final_windows": None},
+    },
+}
+
+
+@dataclass
+class LMRun(TaskRun):
+    """The config of ``aot train lm``: sections model, train, data and eval."""
+
+    task: ClassVar[str] = "lm"
+    presets: ClassVar[dict[str, dict[str, Any]]] = LM_PRESETS
+    data: LMDataConfig
+    eval: LMEvalConfig
+
+
+# -- running ----------------------------------------------------------------------------------------------
+
+
+def ensure_corpus(data_cfg: LMDataConfig, is_main: bool) -> None:
+    """Fetch the embedded default corpus when missing (if allowed); any other missing corpus is an error that
+    names the command fetching it."""
+    name = data_cfg.corpus
+    if name not in CORPORA or is_fetched(name):
+        return
+    if name == DEFAULT_CORPUS and data_cfg.fetch:
+        if is_main:
+            print(f"aot: fetching {name} (once; `{CORPORA[name].fetch_command}`)", flush=True)
+            fetch_corpus(name)
+        barrier()
+        return
+    raise AotError(f"corpus {name!r} is not fetched yet; run `{CORPORA[name].fetch_command}`")
+
+
+def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Mean next-token cross-entropy of a window ``batch = (tokens,)``: the tokens are the labels and the
+    model shifts them (``CausalLM.forward``, HF's convention)."""
+    _, loss = model(batch[0], labels=batch[0])
+    return loss
+
+
+def load_lm_data(data_cfg: LMDataConfig, is_main: bool) -> LMData:
+    """The corpus tokenized into train / val / test shards: the main process tokenizes (once, cached), then the
+    others read the cache."""
+    ensure_corpus(data_cfg, is_main)
+    prepare = lambda: prepare_lm_data(  # noqa: E731
+        data_cfg.corpus, data_cfg.tokenizer, data_cfg.val_fraction, data_cfg.test_fraction
+    )
+    data = prepare() if is_main else None
+    barrier()
+    return data if data is not None else prepare()
+
+
+class LMTask(Task[LMData]):
+    """Causal language modelling: next-token cross-entropy on windows of a tokenized corpus."""
+
+    name = "lm"
+    run_cls = LMRun
+    sample_unit = "tokens"
+    command = TaskCommand(
+        help="train a causal language model on text",
+        description="Train a causal LM (AoT-MSSA, AoT-MHSA, GPT-2, CRATE, Llama blocks) on a text corpus with the "
+        "shared trainer, then report val and test loss, perplexity and bits per byte beside the unigram and bigram "
+        "baselines. Writes results.json, loss_curve.png, metrics.jsonl and checkpoint/ (safetensors + JSON) "
+        "into --out. The default (preset cpu-quick) fetches Shakespeare if missing and trains a small AoT-MHSA "
+        "on a 2-core CPU; its recorded time and loss are in benchmarks/main_job. Under torchrun the global "
+        "batch stays the same for any number of processes.",
+        examples=(
+            "aot train lm                                   # cpu-quick: AoT-MHSA on Shakespeare bytes",
+            "aot train lm --model aot-mssa-l-cpu --tokenizer bpe-4096 --steps 2000",
+            "aot train lm --set model.residual_scale=channel --set train.lr=3e-3",
+            "aot train lm --out runs/lm --resume            # continue an interrupted run exactly",
+            "aot train lm --out runs/lm --force             # start over; the old run moves to runs/lm.old-1",
+            "torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp",
+        ),
+        preset_notes=(
+            "cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 800 steps x 16 (1.6M tokens); its",
+            "           recorded time and loss: benchmarks/main_job (times vary with the CPU and --precision)",
+            "cpu-bench  the recipe of benchmarks/lm (context 256, batch 16, lr 1e-3)",
+            "gpu-base   GPT-2 small scale (12 x 768) on GPT-2 BPE, torch.compile",
+        ),
+        default_preset="cpu-quick",
+        options=(
+            TaskOption(
+                "--corpus",
+                f"corpus: {', '.join(CORPORA)}, a .txt file or folder, or hf:NAME",
+                sets_field("data", "corpus"),
+            ),
+            TaskOption(
+                "--tokenizer", "bytes, gpt2 (needs aot[gpt2]) or bpe-N, e.g. bpe-4096", sets_field("data", "tokenizer")
+            ),
+            TaskOption(
+                "--no-fetch",
+                "do not fetch a missing default corpus; fail instead",
+                lambda _: {"data": {"fetch": False}},
+                kind=bool,
+            ),
+        ),
+    )
+
+    def load_data(self, run: LMRun, is_main: bool) -> LMData:
+        return load_lm_data(run.data, is_main)
+
+    def build_model(self, run: LMRun, data: LMData) -> AotModel:
+        return build_model(run.model_config(vocab_size=data.vocab_size))
+
+    def seq_len(self, run: LMRun, model: AotModel) -> int:
+        return model.cfg.block_size
+
+    def setup(self, run: LMRun, data: LMData, model: AotModel, device: torch.device) -> Setup:
+        token_bytes = data.tokenizer.token_byte_lengths()
+        block = model.cfg.block_size
+
+        def periodic_eval(net: torch.nn.Module) -> dict[str, float]:
+            scores = evaluate_lm(
+                net, data.splits["val"], block, token_bytes, run.eval.batch_size, run.eval.periodic_windows, device
+            )
+            return {"val_loss": scores["loss"], "val_nats_per_byte": scores["nats_per_byte"]}
+
+        fingerprint = {
+            "model": model.cfg.to_dict(),
+            "data": {
+                "corpus_key": data.key,
+                "tokenizer": data.tokenizer.name,
+                "split": [run.data.val_fraction, run.data.test_fraction],
+            },
+        }
+        batches = LMBatches(data.splits["train"], run.train.batch_size, block, seed=run.train.seed)
+        return Setup(batches, lm_loss, periodic_eval, fingerprint, state=token_bytes)
+
+    def final_eval(self, run: LMRun, data: LMData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
+        block = trainer.model.cfg.block_size  # type: ignore[union-attr]
+        return {
+            split: evaluate_lm(
+                trainer.model,
+                data.splits[split],
+                block,
+                setup.state,
+                run.eval.batch_size,
+                run.eval.final_windows,
+                device,
+            )
+            for split in ("val", "test")
+        }
+
+    def results(
+        self, run: LMRun, data: LMData, setup: Setup, model: AotModel, result: TrainResult, final: dict
+    ) -> dict[str, Any]:
+        return lm_results(model, data, result, final, setup.state)
+
+    def save_artifacts(self, out: Path, data: LMData) -> None:
+        save_tokenizer(data.tokenizer, out)  # the run folder loads on its own (aot eval lm, aot sample)
+
+    def figures(self, out: Path, results: dict[str, Any]) -> list[Path]:
+        return [plot_loss_curve(out, results)]
+
+    def summary(self, results: dict[str, Any], out: Path) -> str:
+        val, test, train = results["val"], results["test"], results["train"]
+        bigram = results["baselines"]["val"]["bigram"]["nats_per_byte"]
+        return (
+            f"{results['model']['block']} ({results['model']['non_embedding_params'] / 1e6:.2f}M non-emb.) "
+            f"{train['tokens']:,} tokens in {train['train_seconds']:.0f}s "
+            f"({train['tokens_per_second']:,.0f} tok/s): val loss {val['loss']:.4f} "
+            f"(ppl {val['perplexity']:.2f}, {val['nats_per_byte']:.3f} nats/byte, {val['bits_per_byte']:.3f} bpb), "
+            f"test loss {test['loss']:.4f}; bigram {bigram:.3f} nats/byte -> "
+            f"{'beats' if results['beats_bigram'] else 'does NOT beat'} the bigram. "
+            f"Wrote {out / 'results.json'}"
+        )
+
+    def diverged(self, results: dict[str, Any]) -> str | None:
+        if math.isfinite(results["val"]["loss"]):
+            return None
+        return "training diverged (non-finite val loss); lower --lr"
+
+
+def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, token_bytes: Any) -> dict[str, Any]:
+    """lm's entries of results.json: parameter counts, tokens and MFU, val / test scores, the n-gram baselines."""
+    baselines = {
+        split: ngram_baselines(data.splits["train"], data.splits[split], data.vocab_size, token_bytes)
+        for split in ("val", "test")
+    }
+    bigram = baselines["val"]["bigram"]["nats_per_byte"]
+    return {
+        "model": model_summary(model, model.cfg),
+        "data": data.info(),
+        "train": {
+            "tokens": result.tokens,
+            "tokens_per_second": result.tokens_per_second,
+            "mfu": result.mfu,
+            "peak_flops": result.peak_flops,
+            "precision": result.precision,
+        },
+        "val": final["val"],
+        "test": final["test"],
+        "baselines": baselines,
+        "beats_bigram": final["val"]["nats_per_byte"] < bigram,
+    }
+
+
+def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:
+    """Train and val loss against training tokens, with the unigram and bigram (val) as reference lines."""
+    model, train = results["model"], results["train"]
+    return plot_training_curve(
+        out,
+        train["curve"],
+        train["evals"],
+        x_per_step=train["tokens"] / max(train["steps"], 1),
+        x_label="training tokens",
+        eval_key="val_loss",
+        y_label="loss (nats / token)",
+        title=f"{model['block']} L={model['n_layer']} d={model['n_embd']} on {results['data']['tokenizer']}",
+        reference_lines={f"{name} (val)": results["baselines"]["val"][name]["loss"] for name in ("unigram", "bigram")},
+    )

@@ -1,0 +1,231 @@
+"""The task protocol: what a training task (``aot train lm``, ``vision``, ``icl``, ...) supplies, and nothing else.
+
+A task is a :class:`Task` subclass. It declares
+
+- its run config, a :class:`TaskRun` dataclass whose fields are the config's sections (``model`` and ``train``
+  for every task, plus its own: ``data``, ``eval``, ...), and its named training presets (``presets``);
+- its command line as data (:class:`TaskCommand`: help, description, examples, the task's own options as
+  :class:`TaskOption` — each option's value becomes config fields; no argparse here: :mod:`aot.cli.train`
+  turns the data into a sub-command);
+- what only it knows: how to load its data (:meth:`Task.load_data`), build its model (:meth:`Task.build_model`),
+  feed the trainer (:meth:`Task.setup`: batch source, loss, periodic evaluation, resume fingerprint), evaluate at
+  the end (:meth:`Task.final_eval`), which results it adds (:meth:`Task.results`), its figures and its one-line
+  summary.
+
+:func:`aot.tasks.run_task` does the rest, the same for every task: device, distributed init, seeding, the
+:class:`aot.train.Trainer`, results.json written atomically by the main process, the training curve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import torch
+from torch import nn
+
+from aot.config import ModelConfig, from_dict
+from aot.errors import ConfigError
+from aot.layering import layer
+from aot.models.base import AotModel
+from aot.train.trainer import EvalFn, LossFn, TrainConfig, Trainer, TrainResult
+
+R = TypeVar("R", bound="TaskRun")
+
+
+@dataclass
+class TaskRun:
+    """Base of a task's run config. Subclasses add their own sections as dataclass fields, e.g.
+    ``data: LMDataConfig`` and ``eval: LMEvalConfig``; ``model`` and ``train`` are common to all tasks.
+
+    ``model`` is a dict: ``{"preset": NAME, **overrides}``; :meth:`model_config` turns it into a
+    :class:`aot.config.ModelConfig`.
+    """
+
+    task: ClassVar[str] = ""  # the model task (ModelConfig.task) this run trains: lm, image, icl
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}  # the task's named training presets
+    model: dict[str, Any]
+    train: TrainConfig
+
+    @classmethod
+    def build(
+        cls: type[R],
+        preset: str,
+        config_file: str | None = None,
+        flags: dict[str, Any] | None = None,
+        sets: list[str] | None = None,
+        model_preset: str | None = None,
+    ) -> R:
+        """Preset < config file < flags < ``--set`` assignments (:func:`aot.layering.layer`), validated.
+        ``model_preset`` swaps the model for a preset as it is (the training preset's model overrides are
+        dropped, except its context / image size)."""
+        if preset not in cls.presets:
+            raise ConfigError(f"unknown {cls.task} preset {preset!r}; use one of {', '.join(cls.presets)}")
+        merged = dict(cls.presets[preset])
+        if model_preset:
+            kept = {k: v for k, v in merged.get("model", {}).items() if k in ("block_size", "image_size")}
+            merged = {**merged, "model": {"preset": model_preset, **kept}}
+        return cls.from_dict(layer(merged, cls.sections(), config_file, flags, sets))
+
+    @classmethod
+    def sections(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls: type[R], merged: dict[str, Any]) -> R:
+        """Validate every section of a merged config; one-line :class:`ConfigError` naming the first bad field."""
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for name in cls.sections():
+            raw = merged.get(name, {})
+            if not isinstance(raw, dict):
+                raise ConfigError(f"section {name!r} must be a mapping of field: value, got {type(raw).__name__}")
+            if name == "model":
+                if "preset" not in raw:
+                    raise ConfigError(f"the model section needs a preset name (see `aot models --task {cls.task}`)")
+                values[name] = dict(raw)
+            elif name == "train":
+                values[name] = TrainConfig.from_dict(raw)
+            else:
+                values[name] = from_dict(hints[name], raw, name)
+        run = cls(**values)
+        run.model_config()  # validate the model section now, before any data is read
+        return run
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.sections():
+            value = getattr(self, name)
+            out[name] = value if isinstance(value, dict) else dataclasses.asdict(value)
+        return out
+
+    def model_config(self, **fixed: Any) -> ModelConfig:
+        """The model section as a :class:`ModelConfig`; ``fixed`` holds fields the data decides (vocab_size, ...)."""
+        from aot.models import preset_config
+
+        fields = {k: v for k, v in self.model.items() if k != "preset"}
+        return preset_config(self.model["preset"], **{**fields, **fixed})
+
+
+@dataclass(frozen=True)
+class TaskOption:
+    """One command-line option of a task: ``--flag VALUE`` sets the config fields ``to_config(VALUE)`` returns
+    (``{section: {field: value}}``; the section's own checks then validate it). ``kind=bool`` makes it a switch
+    (``--no-fetch``)."""
+
+    flag: str
+    help: str
+    to_config: Callable[[Any], dict[str, dict[str, Any]]]
+    kind: type = str
+    metavar: str | None = None
+
+
+def sets_field(section: str, name: str) -> Callable[[Any], dict[str, dict[str, Any]]]:
+    """The usual :attr:`TaskOption.to_config`: the value goes into ``section.name``."""
+    return lambda value: {section: {name: value}}
+
+
+@dataclass(frozen=True)
+class TaskCommand:
+    """``aot train NAME``'s texts and options (rendered by :mod:`aot.cli.train`)."""
+
+    help: str
+    description: str
+    examples: tuple[str, ...]
+    preset_notes: tuple[str, ...]
+    default_preset: str
+    options: tuple[TaskOption, ...] = ()
+
+
+@dataclass
+class Setup:
+    """What the trainer is handed for a task's run (:meth:`Task.setup`)."""
+
+    batches: Any  # a batch source: ``get(step, start, stop)`` (see aot.train.trainer)
+    loss: LossFn
+    evaluate: EvalFn | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)  # what a resumed run must match
+    state: Any = None  # task-specific objects the final evaluation and the results need (held-out sets, ...)
+
+
+D = TypeVar("D")
+
+
+class Task(Generic[D]):
+    """A training task; see the module docstring. ``D`` is the type of what :meth:`load_data` returns."""
+
+    name: ClassVar[str]  # the sub-command: aot train NAME
+    run_cls: ClassVar[type[TaskRun]]
+    command: ClassVar[TaskCommand]
+    sample_unit: ClassVar[str] = "samples"  # what one row of a batch is: tokens are counted per row for lm
+
+    @property
+    def presets(self) -> dict[str, dict[str, Any]]:
+        return self.run_cls.presets
+
+    def build_run(
+        self,
+        preset: str,
+        config_file: str | None = None,
+        flags: dict[str, Any] | None = None,
+        sets: list[str] | None = None,
+        model_preset: str | None = None,
+    ) -> TaskRun:
+        """The run config: preset < config file < flags < ``--set``, validated (:meth:`TaskRun.build`)."""
+        return self.run_cls.build(preset, config_file, flags, sets, model_preset)
+
+    # -- what each task supplies, in the order run_task calls it ----------------------------------------
+    def check(self, run: Any) -> None:
+        """One-line errors about the run that need no data (called before anything is read)."""
+
+    def load_data(self, run: Any, is_main: bool) -> D:
+        """The task's data (read once; under torchrun the main process prepares caches first)."""
+        raise NotImplementedError
+
+    def build_model(self, run: Any, data: D) -> AotModel:
+        """The model, after the seed is set (so its init is the seed's)."""
+        raise NotImplementedError
+
+    def setup(self, run: Any, data: D, model: AotModel, device: torch.device) -> Setup:
+        raise NotImplementedError
+
+    def seq_len(self, run: Any, model: AotModel) -> int:
+        """Tokens a sample puts through the backbone (for the FLOPs of a step, hence MFU)."""
+        raise NotImplementedError
+
+    def final_eval(self, run: Any, data: D, setup: Setup, trainer: Trainer, device: torch.device) -> dict[str, Any]:
+        """The final held-out evaluation (every process runs it; the main one records it)."""
+        raise NotImplementedError
+
+    def results(
+        self, run: Any, data: D, setup: Setup, model: AotModel, result: TrainResult, final: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The task's own entries of results.json: ``model`` and ``train`` keys to add, and its top-level keys."""
+        raise NotImplementedError
+
+    def save_artifacts(self, out: Path, data: D) -> None:
+        """Files beside results.json that make the run folder load on its own (e.g. the tokenizer)."""
+
+    def figures(self, out: Path, results: dict[str, Any]) -> list[Path]:
+        return []
+
+    def summary(self, results: dict[str, Any], out: Path) -> str:
+        """The line ``aot train NAME`` prints at the end."""
+        raise NotImplementedError
+
+    def diverged(self, results: dict[str, Any]) -> str | None:
+        """A one-line message when the run diverged (non-finite loss), else ``None``."""
+        return None
+
+
+def model_summary(model: nn.Module, cfg: ModelConfig, *extra: str) -> dict[str, Any]:
+    """The ``model`` entry of results.json: block, depth, width, parameter counts, and the ``extra`` fields."""
+    summary: dict[str, Any] = {"block": cfg.block, "n_layer": cfg.n_layer, "n_embd": cfg.n_embd}
+    summary.update({name: getattr(cfg, name) for name in extra})
+    summary["params"] = model.num_params()  # type: ignore[operator]
+    summary["non_embedding_params"] = model.num_params(non_embedding=True)  # type: ignore[operator]
+    return summary

@@ -1,0 +1,109 @@
+"""``run_task``: one training run of any task, the same steps for every task (see :mod:`aot.tasks.protocol`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aot.bench.flops import flops_per_token
+from aot.config import ModelConfig
+from aot.devices import resolve_device
+from aot.errors import AotError
+from aot.outdir import check_writable_dir, write_results
+from aot.runinfo import machine_info
+from aot.tasks.protocol import Task, TaskRun
+from aot.train.distributed import barrier, env_from_torchrun, init_distributed
+from aot.train.trainer import Trainer, TrainResult
+
+
+def run_task(
+    task: Task,
+    run: TaskRun,
+    out_dir: str | Path,
+    device_name: str = "auto",
+    resume: bool | str = False,
+    force: bool = False,
+    stop_at: int | None = None,
+) -> dict[str, Any]:
+    """Train ``run`` of ``task`` into ``out_dir``, evaluate it, and write ``results.json`` (atomically, on the main
+    process only) and the figures. Returns the results (``{}`` on the other processes, and when ``stop_at`` stopped
+    the run early, with a checkpoint and no final evaluation, as an interrupted run would).
+
+    Every task goes through the same steps: device (``device_name``; under torchrun each process takes its local
+    rank's GPU), distributed init, a writable ``out_dir``, the task's checks and data, ``torch.manual_seed(
+    run.train.seed)`` then the model (so the init is the seed's), the :class:`aot.train.Trainer` (``resume`` /
+    ``force``: see :meth:`aot.train.Trainer.fit`; its MFU from the block's analytic FLOPs), the final evaluation,
+    results.json, the task's artifacts and figures.
+    """
+    out = Path(out_dir)
+    device = resolve_device(device_name, env_from_torchrun().local_rank)
+    env = init_distributed(device)
+    if env.is_main:
+        check_writable_dir(out)  # a file or a read-only folder is an error before any data is read
+    task.check(run)
+    data = task.load_data(run, env.is_main)
+    seed = run.train.seed
+    torch.manual_seed(seed)
+    model = task.build_model(run, data)
+    setup = task.setup(run, data, model, device)
+    trainer = Trainer(
+        model,
+        setup.batches,
+        setup.loss,
+        run.train,
+        out,
+        device=device,
+        evaluate=setup.evaluate,
+        fingerprint=setup.fingerprint,
+        model_config=model.cfg.to_dict(),
+        flops_per_sample=training_flops_per_sample(model.cfg, task.seq_len(run, model)),  # useful FLOPs: MFU <= 1
+    )
+    wall_start = time.perf_counter()
+    result = trainer.fit(resume=resume, stop_at=stop_at, force=force)
+    if stop_at is not None and result.step < run.train.steps:
+        return {}
+    trainer.model.eval()
+    with torch.no_grad(), trainer.autocast():
+        final = task.final_eval(run, data, setup, trainer, device)
+    results: dict[str, Any] = {}
+    if env.is_main:
+        results = assemble_results(task, run, model, result, time.perf_counter() - wall_start)
+        own = task.results(run, data, setup, model, result, final)
+        results["model"].update(own.pop("model", {}))
+        results["train"].update(own.pop("train", {}))
+        results.update(own)
+        write_results(out, results)
+        task.save_artifacts(out, data)
+        task.figures(out, results)
+    barrier()
+    return results
+
+
+def assemble_results(task: Task, run: TaskRun, model: Any, result: TrainResult, wall: float) -> dict[str, Any]:
+    """The entries of results.json every task has; the task adds its own (:meth:`Task.results`)."""
+    return {
+        "task": run.task,
+        "machine": machine_info(),
+        "seed": run.train.seed,
+        "config": run.to_dict(),
+        "model": {},
+        "train": {
+            "steps": result.step,
+            "train_seconds": result.train_seconds,
+            "wall_seconds": wall,
+            "final_train_loss": result.last_loss,
+            "curve": [{"step": s, "loss": v} for s, v in result.losses],
+            "evals": result.evals,
+        },
+    }
+
+
+def training_flops_per_sample(cfg: ModelConfig, seq_len: int) -> float | None:
+    """Useful (causal) model FLOPs of one training sample, or ``None`` when the block has no analytic count."""
+    try:
+        return seq_len * flops_per_token(cfg, seq_len).training_causal()
+    except AotError:
+        return None
