@@ -38,7 +38,7 @@ def test_math_md_test_reference_exists(path, name):
 
 def test_readme_presets_table_matches_aot_models():
     pytest.importorskip("mambapy", reason="the table lists the mamba presets, which need aot[mamba] to build")
-    from aot.models.cli import markdown_table, preset_rows
+    from aot.models.preset_table import markdown_table, preset_rows
 
     assert markdown_table(preset_rows()) in (ROOT / "README.md").read_text()
 

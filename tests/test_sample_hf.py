@@ -14,11 +14,11 @@ from aot.cli import main
 from aot.data.tokenizers import ByteTokenizer
 from aot.eval.harness import HarnessLogic
 from aot.eval.runs import load_lm_run
+from aot.eval.sampling import sample
 from aot.eval.scoring import score_requests
 from aot.models import build_model
 from aot.models.lm import sample_next
 from aot.models.presets import PRESETS
-from aot.sample_cli import sample
 
 
 def tiny_run(folder: Path, preset: str = "aot-mssa-l-cpu", block_size: int = 32) -> Path:

@@ -345,7 +345,7 @@ def test_denoise_command_writes_results_and_figures(tmp_path, capsys):
 
 
 def test_a_delta_failing_the_through_layers_check_is_not_called_inside():
-    from aot.theory.cli import condition_status
+    from aot.theory.tables import condition_status
 
     assert condition_status(True, True, 13) == "inside the conditions through all 13 layers"
     status = condition_status(True, False, 13)  # δ = 0.3 of the recorded main run

@@ -259,7 +259,7 @@ def test_eval_lm_rows_carry_the_runs_own_losses(tmp_path: Path) -> None:
 
 
 def test_a_run_trained_on_austen_is_flagged_on_the_austen_sets(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from aot.eval.zeroshot_cli import trained_on_austen
+    from aot.eval.zeroshot_runs import trained_on_austen
 
     assert trained_on_austen({"corpus": "austen"}) and trained_on_austen({"corpus": "/data/Austen-novels.txt"})
     assert not trained_on_austen({"corpus": "shakespeare"}) and not trained_on_austen(None)

@@ -7,7 +7,7 @@ Every run goes through `aot.train.icl_task.train_icl` (the code behind `aot trai
 (d = 5, 11 points, curriculum from 2 dims / 5 points, +1 dim / +2 points every 100 steps) with the overrides
 below; runs checkpoint every 100 steps and an interrupted script continues them exactly when run again
 (finished runs are reused). After each task the runs are evaluated together with
-`aot.eval.icl_cli.evaluate_runs` (the code behind `aot eval icl`) on 1,000 held-out prompts:
+`aot.eval.icl_runs.evaluate_runs` (the code behind `aot eval icl`) on 1,000 held-out prompts:
 benchmarks/icl/<tag>-<task>.json and .png, and table.md is rewritten. results.json records the command of every run.
 """
 
@@ -19,11 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+from aot.train.icl_task import build_run_config, train_icl
+
 from aot.bench.lock import cpu_lock
-from aot.eval.icl_cli import evaluate_runs, plot_curves
+from aot.eval.icl_runs import evaluate_runs, plot_curves
 from aot.outdir import write_text_atomic
 from aot.runinfo import machine_info
-from aot.train.icl_task import build_run_config, train_icl
 
 HERE = Path(__file__).resolve().parent
 MODELS = [

@@ -23,7 +23,7 @@ import torch
 from aot.analysis.circuits import distance_from_uniform, self_attention_share
 from aot.analysis.heads import model_blocks
 from aot.data.icl import ICLDataConfig, eval_prompts
-from aot.eval.icl_cli import load_run
+from aot.eval.icl_runs import load_run
 from aot.runinfo import machine_info
 
 HERE = Path(__file__).resolve().parent

@@ -18,7 +18,7 @@ from aot.data.shards import prepare_lm_data
 from aot.eval.austen_sets import build_austen_sets
 from aot.eval.runs import LMRunFolder
 from aot.eval.scoring import model_scorer
-from aot.eval.zeroshot_cli import AUSTEN_TASKS, TASKS, run_task
+from aot.eval.zeroshot_runs import AUSTEN_TASKS, ZEROSHOT_TASKS, score_task
 
 HERE = Path(__file__).parent
 LAMBDA = 0.9
@@ -47,7 +47,9 @@ def main() -> dict:
     run = LMRunFolder(Path("bigram"), model, data.tokenizer)  # type: ignore[arg-type]
     scorer = model_scorer(model, 128, batch_size=64)
     paths = build_austen_sets()
-    results = {t: run_task(TASKS[t], TASKS[t].reader(paths[t]), run, scorer, None) for t in AUSTEN_TASKS}
+    results = {
+        t: score_task(ZEROSHOT_TASKS[t], ZEROSHOT_TASKS[t].reader(paths[t]), run, scorer, None) for t in AUSTEN_TASKS
+    }
     (HERE / "bigram.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 

@@ -5,9 +5,9 @@ Everything here reads a model through its hook points (``run_with_cache``) and i
 (the per-layer profile of a model), :mod:`~aot.analysis.heads` (W_Q, W_K, W_V, W_O per head),
 :mod:`~aot.analysis.circuits` (QK/OV spectra, composition, previous-token and induction scores),
 :mod:`~aot.analysis.geometry` (principal angles, distance from orthogonality), :mod:`~aot.analysis.vision`
-(class-token attention entropy), :mod:`~aot.analysis.attention_maps` / :mod:`~aot.analysis.viz_cli` (`aot viz
+(class-token attention entropy), :mod:`~aot.analysis.attention_maps` / :mod:`~aot.cli.viz` (`aot viz
 attention`), :mod:`~aot.analysis.calibration` (Definition 1 data, where the answer is
-known) and :mod:`~aot.analysis.run` / :mod:`~aot.analysis.cli` (`aot analyze`).
+known) and :mod:`~aot.analysis.run` / :mod:`~aot.cli.analyze` (`aot analyze`).
 """
 
 from aot.analysis.attention_maps import class_token_attention

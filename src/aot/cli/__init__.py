@@ -17,17 +17,18 @@ from aot.errors import AotError, os_error_line
 
 # modules that add subcommands, in the order `aot --help` lists them
 COMMAND_MODULES = [
-    "aot.models.cli",
-    "aot.data.cli",
+    "aot.cli.models",
+    "aot.cli.data",
     "aot.cli.train",
-    "aot.eval.cli",
-    "aot.analysis.viz_cli",
-    "aot.analysis.cli",
-    "aot.export_cli",
-    "aot.sample_cli",
-    "aot.theory.cli",
-    "aot.bench.cli",
-    "aot.report.cli",
+    "aot.cli.sweep",
+    "aot.cli.eval",
+    "aot.cli.viz",
+    "aot.cli.analyze",
+    "aot.cli.export",
+    "aot.cli.sample",
+    "aot.cli.denoise",
+    "aot.cli.bench",
+    "aot.cli.reproduce",
 ]
 
 

@@ -7,5 +7,5 @@ numbers (``report.md`` and a self-contained ``index.html``).
 - :mod:`aot.report.runner` — runs the parts (keyed skipping, failures recorded, Ctrl-C safe);
 - :mod:`aot.report.document` / :mod:`aot.report.build` — the report as data, rendered to Markdown and HTML;
 - :mod:`aot.report.browser` — the headless-chromium check of the page (screenshot, images, console);
-- :mod:`aot.report.cli` — the ``aot reproduce`` command.
+- :mod:`aot.cli.reproduce` — the ``aot reproduce`` command.
 """

@@ -9,9 +9,7 @@ re-saved the same way.
 
 from __future__ import annotations
 
-import argparse
 import json
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -72,28 +70,3 @@ def _load_sharded(folder: Path) -> AotModel:
         raise AotError(f"cannot read the sharded checkpoint {str(folder)!r}: {first}") from None
     model.load_state_dict(state["model"])
     return model
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "safetensors",
-        help="one model.safetensors + config.json from a run (also from FSDP's sharded checkpoints)",
-        description=textwrap.fill(
-            "Write the model of RUN_DIR's newest good checkpoint (sha256-verified; checkpoint.prev when the latest "
-            "is damaged) as one model.safetensors plus config.json into OUT_DIR, loadable with "
-            "AotModel.from_pretrained(OUT_DIR). Sharded checkpoints (FSDP in several processes) are gathered here "
-            "in one process.",
-            width=100,
-        ),
-        epilog="Example:\n  aot export safetensors runs/lm exported/lm",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (holding checkpoint/) or a checkpoint folder")
-    parser.add_argument("out_dir", metavar="OUT_DIR", help="folder to write model.safetensors and config.json into")
-    parser.set_defaults(func=run_command)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    out = export_safetensors(args.run_dir, args.out_dir)
-    print(f"wrote {out / 'model.safetensors'} and {out / 'config.json'}")
-    return 0

@@ -1,29 +1,15 @@
-"""`aot models`: list the presets with their exact parameter counts, or show one preset's config."""
+"""The preset table: one row per model preset with its exact parameter counts (what `aot models` prints and the
+README's preset table is rendered from)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 import torch
 
 from aot.errors import AotError
 from aot.models.factory import build_model
-from aot.models.presets import PRESETS, get_preset
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "models",
-        help="list model presets with parameter counts",
-        description="List every named preset with its block, depth, width, heads and exact parameter count "
-        "(non-embedding too), beside the count the paper reports. Give a NAME to print its config.",
-    )
-    parser.add_argument("name", nargs="?", help="a preset name: print its full config as JSON")
-    parser.add_argument("--task", choices=["lm", "image", "icl"], help="only presets of this task")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(func=run)
+from aot.models.presets import PRESETS
 
 
 def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
@@ -57,18 +43,6 @@ def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
             )
         )
     return rows
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.name:
-        print(json.dumps(get_preset(args.name).config().to_dict(), indent=2))
-        return 0
-    rows = preset_rows(args.task)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    print(markdown_table(rows))
-    return 0
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

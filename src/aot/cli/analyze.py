@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
+from aot.analysis.config import AnalyzeConfig
 from aot.cli.options import add_experiment_args
 from aot.config import from_dict, load_config_file
 from aot.devices import resolve_device
@@ -35,27 +36,6 @@ overlaps and the orthogonality gap. Figures: denoising.png, circuits.png, spectr
 geometry.png. With --calibrate: calibration.json and calibration.png (Theorem 1's thresholded
 operator and plain softmax). Definitions: docs/math.md, section "Inside trained models".
 """
-
-
-@dataclass
-class AnalyzeConfig:
-    """Options (also the keys of a --config file): batches × batch_size windows of seq_len tokens; ε of the
-    coding rates; the length n of the repeated random sequences [r, r] for the induction scores."""
-
-    data: str = "val"
-    batches: int = 8
-    batch_size: int = 8
-    seq_len: int = 128
-    eps: float = 0.5
-    induction_length: int = 32
-
-    def validate(self) -> None:
-        for name in ("batches", "batch_size", "seq_len", "induction_length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise AotError(f"{name}={value!r} must be a positive integer")
-        if not self.eps > 0:
-            raise AotError(f"eps={self.eps!r} must be positive")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

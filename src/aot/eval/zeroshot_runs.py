@@ -1,20 +1,18 @@
-"""`aot eval lm RUN_DIR... --task ...`: the paper's zero-shot protocols on trained language models; writes
-``results.json`` and ``results.md`` (one row per run) into ``--out``."""
+"""The paper's zero-shot protocols (LAMBADA, CBT, perplexity; the Austen-built sets) on trained language-model
+run folders: which tasks exist, where their data is, one run scored on one task, many runs into one results
+mapping and its Markdown table (the logic of `aot eval lm`, :mod:`aot.cli.eval_lm`)."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
-import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.eval import zeroshot, zeroshot_data
 from aot.eval.austen_sets import SET_NAMES, build_austen_sets
@@ -24,25 +22,25 @@ from aot.runinfo import machine_info
 
 
 @dataclass(frozen=True)
-class Task:
+class ZeroShotTask:
     name: str
     kind: str  # lambada, cbt, perplexity
     reader: Callable[[Path], Any]
     what: str
 
 
-TASKS: dict[str, Task] = {
+ZEROSHOT_TASKS: dict[str, ZeroShotTask] = {
     t.name: t
     for t in [
-        Task("lambada", "lambada", zeroshot_data.read_lambada, "LAMBADA .jsonl / .txt (--data)"),
-        Task("cbt-cn", "cbt", zeroshot_data.read_cbt, "CBT common nouns, cbtest_CN_*.txt (--data)"),
-        Task("cbt-ne", "cbt", zeroshot_data.read_cbt, "CBT named entities, cbtest_NE_*.txt (--data)"),
-        Task("ptb", "perplexity", zeroshot_data.read_ptb, "PTB ptb.test.txt (--data)"),
-        Task("wikitext", "perplexity", zeroshot_data.read_wikitext, "WikiText-103 wiki.test.raw (--data)"),
-        Task("austen-lambada", "lambada", zeroshot_data.read_lambada, "LAMBADA-style, from Austen"),
-        Task("austen-cbt-cn", "cbt", zeroshot_data.read_cbt, "CBT-CN-style, from Austen"),
-        Task("austen-cbt-ne", "cbt", zeroshot_data.read_cbt, "CBT-NE-style, from Austen"),
-        Task("austen-ppl", "perplexity", zeroshot_data.read_plain_text, "Persuasion's opening, plain text"),
+        ZeroShotTask("lambada", "lambada", zeroshot_data.read_lambada, "LAMBADA .jsonl / .txt (--data)"),
+        ZeroShotTask("cbt-cn", "cbt", zeroshot_data.read_cbt, "CBT common nouns, cbtest_CN_*.txt (--data)"),
+        ZeroShotTask("cbt-ne", "cbt", zeroshot_data.read_cbt, "CBT named entities, cbtest_NE_*.txt (--data)"),
+        ZeroShotTask("ptb", "perplexity", zeroshot_data.read_ptb, "PTB ptb.test.txt (--data)"),
+        ZeroShotTask("wikitext", "perplexity", zeroshot_data.read_wikitext, "WikiText-103 wiki.test.raw (--data)"),
+        ZeroShotTask("austen-lambada", "lambada", zeroshot_data.read_lambada, "LAMBADA-style, from Austen"),
+        ZeroShotTask("austen-cbt-cn", "cbt", zeroshot_data.read_cbt, "CBT-CN-style, from Austen"),
+        ZeroShotTask("austen-cbt-ne", "cbt", zeroshot_data.read_cbt, "CBT-NE-style, from Austen"),
+        ZeroShotTask("austen-ppl", "perplexity", zeroshot_data.read_plain_text, "Persuasion's opening, plain text"),
     ]
 }
 #: what ``--task austen`` expands to (the default)
@@ -55,8 +53,10 @@ def resolve_tasks(names: list[str]) -> list[str]:
         for name in filter(None, (n.strip() for n in item.split(","))):
             expanded = AUSTEN_TASKS if name == "austen" else [name]
             for task in expanded:
-                if task not in TASKS:
-                    raise AotError(f"unknown task {task!r}; use one of {', '.join(TASKS)} or austen (all Austen sets)")
+                if task not in ZEROSHOT_TASKS:
+                    raise AotError(
+                        f"unknown task {task!r}; use one of {', '.join(ZEROSHOT_TASKS)} or austen (all Austen sets)"
+                    )
                 if task not in out:
                     out.append(task)
     return out
@@ -68,7 +68,7 @@ def resolve_data(tasks: list[str], data: list[str]) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for item in data:
         task, sep, path = item.partition("=")
-        if sep and task in TASKS:
+        if sep and task in ZEROSHOT_TASKS:
             paths[task] = Path(path)
         elif len(real) == 1:
             paths[real[0]] = Path(item)
@@ -76,7 +76,9 @@ def resolve_data(tasks: list[str], data: list[str]) -> dict[str, Path]:
             raise AotError(f"--data {item!r}: with {len(real)} data-set tasks write --data TASK=PATH")
     for task in real:
         if task not in paths:
-            raise AotError(f"task {task!r} needs its data file: --data PATH ({TASKS[task].what}); it is not bundled")
+            raise AotError(
+                f"task {task!r} needs its data file: --data PATH ({ZEROSHOT_TASKS[task].what}); it is not bundled"
+            )
     to_build = [t for t in tasks if t.startswith("austen-") and t not in paths]  # --data gives a set's file too
     if to_build:
         built = build_austen_sets()
@@ -84,7 +86,7 @@ def resolve_data(tasks: list[str], data: list[str]) -> dict[str, Path]:
     return paths
 
 
-def run_task(task: Task, loaded: Any, run: LMRunFolder, scorer: Scorer, stride: int | None) -> dict[str, Any]:
+def score_task(task: ZeroShotTask, loaded: Any, run: LMRunFolder, scorer: Scorer, stride: int | None) -> dict[str, Any]:
     if task.kind == "lambada":
         return zeroshot.lambada(loaded, run.tokenizer, scorer)
     if task.kind == "cbt":
@@ -104,7 +106,7 @@ def evaluate_runs(
     """Every task on every run; the dict written to results.json."""
     tasks = resolve_tasks(tasks)
     paths = resolve_data(tasks, data)
-    loaded = {t: TASKS[t].reader(paths[t]) for t in tasks}  # read (and check) every file before any model runs
+    loaded = {t: ZEROSHOT_TASKS[t].reader(paths[t]) for t in tasks}  # read (and check) every file before any model runs
     if limit is not None:
         loaded = {t: v[:limit] if isinstance(v, list) else v for t, v in loaded.items()}
     runs = [load_lm_run(d, device) for d in run_dirs]
@@ -120,7 +122,12 @@ def evaluate_runs(
             "truncation": "contexts longer than the model's block_size keep their last tokens (left truncation)",
         },
         "sets": {
-            t: {"path": str(paths[t]), "sha256": _sha(paths[t]), "what": TASKS[t].what, "items": _count(loaded[t])}
+            t: {
+                "path": str(paths[t]),
+                "sha256": _sha(paths[t]),
+                "what": ZEROSHOT_TASKS[t].what,
+                "items": _count(loaded[t]),
+            }
             for t in tasks
         },
         "runs": {},
@@ -145,7 +152,7 @@ def evaluate_runs(
             )
         for task in tasks:
             start = time.perf_counter()
-            row[task] = run_task(TASKS[task], loaded[task], run, scorer, stride)
+            row[task] = score_task(ZEROSHOT_TASKS[task], loaded[task], run, scorer, stride)
             row[task]["seconds"] = time.perf_counter() - start
         results["runs"][run.name] = row
     return results
@@ -181,7 +188,7 @@ def _count(loaded: Any) -> int:
 
 
 def headline(task: str, scores: dict[str, Any]) -> str:
-    kind = TASKS[task].kind
+    kind = ZEROSHOT_TASKS[task].kind
     if kind == "lambada":
         return f"{100 * scores['acc_whole_word']:.1f}% / {scores['perplexity']:.4g}"
     if kind == "cbt":
@@ -196,7 +203,11 @@ def markdown_table(results: dict[str, Any]) -> str:
         "cbt": "acc %",
         "perplexity": "ppl per token / per word",
     }
-    head = "| run | block | non-emb. params | " + " | ".join(f"{t} ({names[TASKS[t].kind]})" for t in tasks) + " |"
+    head = (
+        "| run | block | non-emb. params | "
+        + " | ".join(f"{t} ({names[ZEROSHOT_TASKS[t].kind]})" for t in tasks)
+        + " |"
+    )
     lines = [head, "|" + "---|" * (3 + len(tasks))]
     for name, row in results["runs"].items():
         cells = [headline(t, row[t]) for t in tasks]
@@ -204,53 +215,3 @@ def markdown_table(results: dict[str, Any]) -> str:
             f"| {name} | {row['block']} | {row['non_embedding_params'] / 1e6:.2f}M | " + " | ".join(cells) + " |"
         )
     return "\n".join(lines) + "\n"
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "lm",
-        help="zero-shot LAMBADA, CBT, PTB / WikiText perplexity (and Austen-built sets) on LM runs",
-        description=textwrap.fill(
-            "Evaluate language-model runs (folders of `aot train lm`, or `aot export hf`) with the paper's zero-shot "
-            "protocols. The real data sets are not bundled and cannot be downloaded here: give their files with "
-            "--data in their published formats. The austen-* sets are built from Jane Austen's novels (`aot data "
-            "fetch austen` first), held out from the Shakespeare the models train on. Writes results.json (every "
-            "metric, the sets' hashes, machine and date) and results.md (one row per run) into --out.",
-            width=100,
-        ),
-        epilog="Tasks:\n"
-        + "".join(f"  {t.name:<15} {t.what}\n" for t in TASKS.values())
-        + "  austen          all four austen-* sets (the default)\n"
-        "Examples:\n"
-        "  aot eval lm runs/lm                                  # the Austen sets\n"
-        "  aot eval lm runs/a runs/b --task lambada --data lambada_test.jsonl\n"
-        "  aot eval lm runs/lm --task ptb,wikitext --data ptb=ptb.test.txt --data wikitext=wiki.test.raw\n"
-        "Contexts longer than the model's context lose their oldest tokens (left truncation).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run or export folders")
-    parser.add_argument("--task", action="append", help="task(s), comma-separated or repeated (default: austen)")
-    parser.add_argument("--data", action="append", default=[], metavar="[TASK=]PATH", help="a data set's file")
-    parser.add_argument("--out", default="runs/eval-lm", help="folder for results.json / results.md")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-    parser.add_argument("--batch-size", type=int, default=16, help="windows per forward pass (default: 16)")
-    parser.add_argument("--stride", type=int, help="perplexity: new tokens per window (default: block_size // 2)")
-    parser.add_argument("--limit", type=int, help="use only the first N examples of each set (quick checks)")
-    parser.set_defaults(func=run_command)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    device = str(resolve_device(args.device))
-    results = evaluate_runs(
-        args.runs, args.task or ["austen"], args.data, device, args.batch_size, args.stride, args.limit
-    )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown_table(results)
-    (out / "results.md").write_text(table)
-    for name, row in results["runs"].items():
-        cells = "  ".join(f"{t}: {headline(t, row[t])}" for t in results["sets"])
-        print(textwrap.fill(f"{name}: {cells}", width=100, subsequent_indent="    "))
-    print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
-    return 0

@@ -1,20 +1,17 @@
-"""`aot eval icl RUN_DIR...`: the figure of Garg et al. — normalised squared error against the number of
-in-context examples, for every trained run and every classical baseline, with bootstrap 5–95 % bands.
+"""In-context-regression run folders against the classical baselines: Garg et al.'s figure — normalised squared
+error against the number of in-context examples, for every trained run and every baseline, with bootstrap 5–95 %
+bands (the logic of `aot eval icl`, :mod:`aot.cli.eval_icl`).
 
 All runs must share the task and d (they are evaluated on the same held-out prompts, drawn from the first run's
-data config, optionally out of distribution). Writes ``results.json`` (every curve, band and the error at
-k = d/2, d, 2d) and ``icl.png`` into ``--out``.
-"""
+data config, optionally out of distribution)."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
-from aot.data.icl import X_DISTRIBUTIONS, ICLDataConfig, eval_prompts
+from aot.data.icl import ICLDataConfig, eval_prompts
 from aot.errors import AotError
 from aot.eval.icl import BASELINES, baselines_for, bootstrap_band, model_predictions, squared_errors
 from aot.runinfo import machine_info
@@ -124,48 +121,3 @@ def summary_table(results: dict[str, Any]) -> str:
             f"{name[:28]:<28} " + " ".join(f"{at.get(k, float('nan')):>8.3f}" for k in ("k=d/2", "k=d", "k=2d"))
         )
     return "\n".join(lines)
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "icl",
-        help="in-context regression curves of trained runs beside least squares, averaging, 3-NN, Lasso",
-        description=textwrap.fill(
-            "Evaluate runs of `aot train icl` on one set of held-out prompts: the squared error of the prediction "
-            "at each number k of in-context examples, divided by E[(w.x)^2] (d; k non-zeros for sparse), with "
-            "bootstrap 5-95 % bands, beside the classical baselines (least squares, averaging, 3-nearest "
-            "neighbours, Lasso for sparse tasks, zero). Out-of-distribution prompts: --x scaled|skewed|orthant. "
-            "Writes results.json and icl.png into --out.",
-            width=100,
-        ),
-        epilog="Examples:\n"
-        "  aot eval icl runs/icl                              # one run against the baselines\n"
-        "  aot eval icl runs/icl/mhsa runs/icl/gpt2 --out runs/icl/compare\n"
-        "  aot eval icl runs/icl/mhsa --x scaled --x-scale 3  # prompts with x scaled by 3",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by `aot train icl`")
-    parser.add_argument("--out", default="runs/icl-eval", help="folder for results.json and icl.png")
-    parser.add_argument("--prompts", type=int, default=1000, help="held-out prompts (default: 1000)")
-    parser.add_argument("--x", default="gaussian", help=f"distribution of x: {', '.join(X_DISTRIBUTIONS)}")
-    parser.add_argument("--x-scale", type=float, default=2.0, help="the factor of --x scaled (default: 2)")
-    parser.add_argument("--baselines", help=f"comma-separated subset of: {', '.join(BASELINES)}")
-    parser.add_argument("--labels", help="comma-separated names of the runs in the figure (default: folder names)")
-    parser.set_defaults(func=run_command)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    labels = args.labels.split(",") if args.labels else None
-    if labels is not None and len(labels) != len(args.runs):
-        raise AotError(f"--labels has {len(labels)} names for {len(args.runs)} runs; give one per run")
-    baselines = args.baselines.split(",") if args.baselines else None
-    results = evaluate_runs(
-        [Path(r) for r in args.runs], args.prompts, args.x, args.x_scale, baselines=baselines, labels=labels
-    )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot_curves(results, out / "icl.png")
-    print(summary_table(results))
-    print(f"Wrote {out / 'results.json'} and {out / 'icl.png'}")
-    return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-EVAL_TASK_MODULES: list[str] = ["aot.eval.zeroshot_cli", "aot.eval.icl_cli"]
+EVAL_TASK_MODULES: list[str] = ["aot.cli.eval_lm", "aot.cli.eval_icl"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

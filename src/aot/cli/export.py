@@ -1,0 +1,82 @@
+"""`aot export FORMAT`: write a trained run's model in another format — ``safetensors`` (one file, also from an
+FSDP-sharded checkpoint: :func:`aot.train.export_safetensors.export_safetensors`) or ``hf`` (a HuggingFace folder:
+:func:`aot.hf.export_hf`). A new format adds a ``register_FORMAT`` function here and a line in ``FORMATS``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import textwrap
+
+from aot.errors import AotError
+from aot.train.export_safetensors import export_safetensors
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="export a trained run's model (safetensors, HuggingFace, ...)",
+        description="Export the model of a run folder written by `aot train TASK` into OUT_DIR. Pick a format.",
+    )
+    formats = parser.add_subparsers(dest="format", metavar="FORMAT")
+    for add_format in FORMATS:
+        add_format(formats)
+    parser.set_defaults(func=lambda args: parser.print_help() or 0)
+
+
+def register_safetensors(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "safetensors",
+        help="one model.safetensors + config.json from a run (also from FSDP's sharded checkpoints)",
+        description=textwrap.fill(
+            "Write the model of RUN_DIR's newest good checkpoint (sha256-verified; checkpoint.prev when the latest "
+            "is damaged) as one model.safetensors plus config.json into OUT_DIR, loadable with "
+            "AotModel.from_pretrained(OUT_DIR). Sharded checkpoints (FSDP in several processes) are gathered here "
+            "in one process.",
+            width=100,
+        ),
+        epilog="Example:\n  aot export safetensors runs/lm exported/lm",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (holding checkpoint/) or a checkpoint folder")
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="folder to write model.safetensors and config.json into")
+    parser.set_defaults(func=run_safetensors)
+
+
+def run_safetensors(args: argparse.Namespace) -> int:
+    out = export_safetensors(args.run_dir, args.out_dir)
+    print(f"wrote {out / 'model.safetensors'} and {out / 'config.json'}")
+    return 0
+
+
+def register_hf(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "hf",
+        help="a language-model run as a HuggingFace folder (AutoModelForCausalLM, AutoTokenizer)",
+        description=textwrap.fill(
+            "Write OUT_DIR with config.json + model.safetensors of AotForCausalLM (a transformers PreTrainedModel "
+            "that wraps the run's model), the tokenizer as a PreTrainedTokenizerFast (bytes: a 256-token byte-level "
+            "vocabulary, id = byte value; gpt2: GPT-2's BPE; bpe-N: the run's trained BPE) and a README. After "
+            "`import aot.hf`, AutoModelForCausalLM.from_pretrained(OUT_DIR) and generate() (greedy, sampling, "
+            "beam) work; `aot sample` and `aot eval lm` read the folder too. Needs aot[hf].",
+            width=100,
+        ),
+        epilog="Example:\n  aot export hf runs/lm exports/lm",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run", metavar="RUN_DIR", help="run folder of `aot train lm`")
+    parser.add_argument("out", metavar="OUT_DIR", help="folder to write (new or empty, or an earlier export)")
+    parser.set_defaults(func=run_hf)
+
+
+def run_hf(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("transformers") is None:
+        raise AotError("aot export hf needs transformers: pip install 'aot[hf]'")
+    from aot.hf import export_hf
+
+    out = export_hf(args.run, args.out)
+    print(f"wrote {out} (config.json, model.safetensors, tokenizer files, README.md)")
+    return 0
+
+
+FORMATS = (register_safetensors, register_hf)  # in the order `aot export --help` lists them
