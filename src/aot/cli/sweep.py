@@ -8,7 +8,7 @@ from pathlib import Path
 from aot.sweep import GridSweep, read_store, run_grid_sweep
 from aot.sweep.store import STORE_FILE
 from aot.sweep.training import finished_results
-from aot.tasks import get_task
+from aot.tasks import TASKS, get_task
 
 DESCRIPTION = """\
 Train every config of a grid and summarise it: the mean and min-max over seeds of each config at its best lr.
@@ -31,7 +31,7 @@ EXAMPLES = """\
 examples:
   aot sweep lm --preset cpu-quick --set train.lr=1e-3,3e-3 --seeds 0 1 --out runs/sweep
   aot sweep lm --preset cpu-quick --set model.n_layer=4,6 --set train.lr=1e-3,2e-3 --out runs/depth
-  aot sweep vision --model aot-mssa --set train.lr=5e-4,1e-3 --seeds 0 1 2 --out runs/vision-lr
+  aot sweep vision --preset aot-mssa --set train.lr=5e-4,1e-3 --seeds 0 1 2 --out runs/vision-lr
   aot sweep lm --set train.lr=1e-3,3e-3 --plan           # list the runs, train nothing
 """
 
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("task", choices=["lm", "vision", "icl"], help="what to train (as `aot train TASK`)")
+    parser.add_argument("task", choices=list(TASKS), help="what to train (as `aot train TASK`)")
     parser.add_argument("--preset", help="training preset of the task (default: the task's `aot train` default)")
     parser.add_argument("--model", help="model preset (see `aot models`); replaces the training preset's model")
     parser.add_argument("--config", metavar="FILE", help="YAML or JSON config under the --set values")
