@@ -18,13 +18,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from aot import run_folder
 from aot.cli import main
 from aot.data.shards import LMBatches
 from aot.errors import AotError
 from aot.models import AotModel, build_model, preset_config
-from aot.outdir import atomic_target
+from aot.run_folder import atomic_target
 from aot.train import TrainConfig, Trainer, read_metrics
-from aot.train import checkpoint as ckpt
 from conftest import gloo_group, lm_loss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,9 +96,9 @@ def _finish(proc: subprocess.Popen) -> str:
 def _checkpoint_step(out: Path) -> int:
     """The step of the newest checkpoint in ``out`` (-1 when none is readable at this instant)."""
     steps = [-1]
-    for folder in ckpt.checkpoint_candidates(out):
+    for folder in run_folder.checkpoint_candidates(out):
         try:
-            steps.append(int(ckpt.read_trainer_state(folder)["step"]))
+            steps.append(int(run_folder.read_trainer_state(folder)["step"]))
         except (AotError, KeyError, ValueError):  # mid-rename
             continue
     return max(steps)
@@ -163,13 +163,13 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_trainer, 
     full = tiny_trainer(tmp_path / "full", checkpoint_every=1).fit()
     out = tmp_path / "cut"
     tiny_trainer(out, checkpoint_every=1).fit(stop_at=4)
-    assert ckpt.read_trainer_state(out / "checkpoint.prev")["step"] == 3
+    assert run_folder.read_trainer_state(out / "checkpoint.prev")["step"] == 3
     weights = out / "checkpoint" / "model.safetensors"
     blob = bytearray(weights.read_bytes())
     blob[-5] ^= 0x01  # one flipped bit
     weights.write_bytes(bytes(blob))
-    with pytest.raises(ckpt.CheckpointDamaged, match=r"checkpoint/?'? is damaged: model.safetensors does not match"):
-        ckpt.verify_checkpoint(out / "checkpoint")
+    with pytest.raises(run_folder.CheckpointDamaged, match=r"checkpoint/?'? is damaged: model.safetensors does not match"):
+        run_folder.verify_checkpoint(out / "checkpoint")
     resumed = tiny_trainer(out, checkpoint_every=1, seed=5).fit(resume=True)
     err = capsys.readouterr().err
     assert "is damaged: model.safetensors does not match its sha256" in err
@@ -238,7 +238,7 @@ def test_checkpoints_by_time_as_well_as_by_steps(tiny_trainer, tmp_path):
     """checkpoint_every=0 (steps: only at the end), but a checkpoint is due after checkpoint_minutes: with a
     tiny interval every step saves, so the previous checkpoint is step 3 of 4."""
     tiny_trainer(tmp_path, steps=4, checkpoint_every=0, checkpoint_minutes=1e-9).fit()
-    assert ckpt.read_trainer_state(tmp_path / "checkpoint.prev")["step"] == 3
+    assert run_folder.read_trainer_state(tmp_path / "checkpoint.prev")["step"] == 3
     tiny_trainer(tmp_path / "steps-only", steps=4, checkpoint_every=0, checkpoint_minutes=0).fit()
     assert not (tmp_path / "steps-only" / "checkpoint.prev").exists()
 
@@ -282,7 +282,7 @@ def test_nonfinite_loss_stops_at_its_step_or_is_skipped(tiny_trainer, tmp_path):
     trainer.batches = Counting(trainer.batches)
     with pytest.raises(AotError, match=r"non-finite loss or gradients \(NaN/Inf\) at step 3; .*checkpoint.* is kept"):
         trainer.fit()
-    assert ckpt.read_trainer_state(out / "checkpoint")["step"] == 2
+    assert run_folder.read_trainer_state(out / "checkpoint")["step"] == 2
     skipping = tiny_trainer(tmp_path / "skip", steps=5, loss_fn=poisoned, skip_nonfinite=True)
     skipping.batches = Counting(skipping.batches)
     result = skipping.fit()
@@ -317,7 +317,7 @@ def test_fsdp_sharded_save_resume_and_export(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     mp.spawn(_fsdp_worker, args=(2, str(tmp_path / "store-full"), str(full), None, False), nprocs=2, join=True)
     mp.spawn(_fsdp_worker, args=(2, str(tmp_path / "store-cut"), str(cut), 3, False), nprocs=2, join=True)
-    state = ckpt.read_trainer_state(cut / "checkpoint")
+    state = run_folder.read_trainer_state(cut / "checkpoint")
     assert state["format"] == "sharded" and state["step"] == 3
     assert sorted(p.name for p in (cut / "checkpoint" / "sharded").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     assert not (cut / "checkpoint" / "model.safetensors").exists()  # nothing gathered on rank 0

@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from aot import run_folder
 from aot.data.shards import LMBatches
 from aot.errors import AotError
 from aot.models import AotModel, build_model, preset_config
 from aot.train import TrainConfig, Trainer, read_metrics
-from aot.train import checkpoint as ckpt
 from aot.train.optim import Lion, param_groups
 from aot.train.schedule import lr_at
 from conftest import gloo_group
@@ -142,9 +142,9 @@ def test_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         trainer.fit(resume=True)
     monkeypatch.setattr(safetensors.torch, "save_file", real_save)
-    folder = ckpt.find_checkpoint(tmp_path)
+    folder = run_folder.find_checkpoint(tmp_path)
     assert folder == tmp_path / "checkpoint"
-    assert ckpt.read_trainer_state(folder)["step"] == 2
+    assert run_folder.read_trainer_state(folder)["step"] == 2
     assert (tmp_path / ".checkpoint.tmp").exists()  # the scratch folder of the killed save ...
     resumed = _trainer(tmp_path, tiny_model(), steps=4, checkpoint_every=2).fit(resume=True)
     assert resumed.step == 4 and not (tmp_path / ".checkpoint.tmp").exists()  # ... is never read, then removed
@@ -209,7 +209,7 @@ def test_two_processes_match_one(tmp_path, strategy):
     assert set(weights) == set(reference)
     for name, value in reference.items():
         torch.testing.assert_close(weights[name], value, rtol=0, atol=1e-5, msg=name)
-    assert ckpt.read_trainer_state(out / "checkpoint")["world_size"] == 2
+    assert run_folder.read_trainer_state(out / "checkpoint")["world_size"] == 2
 
 
 # -- a short real training run ------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_the_auto_choice_is_recorded_and_kept_on_resume(tmp_path, monkeypatch, t
     """`train.precision: auto` trains with the measured choice, saves it in the checkpoint, and a resumed run
     keeps it even where a new measurement would choose otherwise."""
     import aot.bench.precision as precision_module
-    from aot.train.checkpoint import read_trainer_state
+    from aot.run_folder import read_trainer_state
 
     def chooser(answer: str):  # type: ignore[no-untyped-def]
         def choose(cfg, rows, seq_len, device):  # type: ignore[no-untyped-def]

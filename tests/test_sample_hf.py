@@ -183,8 +183,7 @@ def test_exported_tokenizers_give_our_ids(tmp_path: Path, name: str) -> None:
     pytest.importorskip("tokenizers")
     from transformers import AutoTokenizer
 
-    from aot.data.tokenizers import get_tokenizer
-    from aot.eval.runs import save_tokenizer
+    from aot.data.tokenizers import get_tokenizer, save_tokenizer
 
     if name == "gpt2":
         pytest.importorskip("tiktoken")

@@ -23,7 +23,7 @@ from aot.train.icl_task import build_run_config, train_icl
 
 from aot.bench.lock import cpu_lock
 from aot.eval.icl_runs import evaluate_runs, plot_curves
-from aot.outdir import write_text_atomic
+from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info
 
 HERE = Path(__file__).resolve().parent

@@ -38,7 +38,7 @@ from typing import Any
 
 from aot.bench.flops import flops_per_token
 from aot.bench.lock import cpu_lock
-from aot.outdir import write_text_atomic
+from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info
 from aot.train.lm_task import build_run_config, train_lm
 

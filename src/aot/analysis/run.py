@@ -27,7 +27,7 @@ SPLIT_NAMES = ("val", "test", "train")
 def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
     """The trained model (``RUN_DIR/checkpoint``), in eval mode, and the run's ``results.json`` (empty while the
     run is still training)."""
-    from aot.train.checkpoint import model_folder
+    from aot.run_folder import model_folder
 
     run = Path(run_dir)
     checkpoint = model_folder(run)

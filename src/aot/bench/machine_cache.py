@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from aot.outdir import write_text_atomic
+from aot.run_folder import write_text_atomic
 from aot.runinfo import cpu_model
 
 

@@ -10,7 +10,7 @@ from aot.cli.options import add_experiment_args
 from aot.config import from_dict, load_config_file
 from aot.devices import resolve_device
 from aot.errors import AotError
-from aot.outdir import check_writable_dir
+from aot.run_folder import check_writable_dir
 
 SECTIONS = ("models", "seq", "depth", "decode", "peer")
 

@@ -16,7 +16,7 @@ from aot.cli.options import add_experiment_args
 from aot.config import from_dict
 from aot.devices import resolve_device
 from aot.errors import AotError
-from aot.outdir import check_writable_dir
+from aot.run_folder import check_writable_dir
 from aot.runinfo import machine_info
 from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
 from aot.theory.tables import condition_status, main_runs, markdown, per_layer_rows, summary_rows

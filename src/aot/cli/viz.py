@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from aot.errors import AotError
+from aot.run_folder import model_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,8 +60,6 @@ def run_attention(args: argparse.Namespace) -> int:
         raise AotError(f"{str(run_dir)!r} is a {results.get('task')!r} run; attention maps need an image classifier")
     if args.images < 1:
         raise AotError(f"--images {args.images} must be at least 1")
-    from aot.train.checkpoint import model_folder
-
     model = AotModel.from_pretrained(model_folder(run_dir) or run_dir / "checkpoint")
     n_layer = model.cfg.n_layer
     if not -n_layer <= args.layer < n_layer:

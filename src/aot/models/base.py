@@ -11,7 +11,7 @@ from aot.errors import AotError
 from aot.models.backbone import Backbone, init_weights
 from aot.nn.cache import MIN_CAPACITY, Cache
 from aot.nn.hooks import HookedModule
-from aot.outdir import atomic_target, write_text_atomic
+from aot.run_folder import atomic_target, write_text_atomic
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"

@@ -27,8 +27,8 @@ from typing import Any
 
 import aot
 from aot.errors import AotError
-from aot.outdir import write_text_atomic
 from aot.report.part import PRESETS, Context, Part, Plan, Step
+from aot.run_folder import write_text_atomic
 
 STATUS = "status.json"
 RESULTS = "results.json"

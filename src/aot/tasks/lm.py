@@ -19,9 +19,9 @@ import torch
 from aot.config import Limit, at_least, within
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
+from aot.data.tokenizers import save_tokenizer
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
-from aot.eval.runs import save_tokenizer
 from aot.models import build_model
 from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve

@@ -12,7 +12,7 @@ from aot.bench.flops import flops_per_token
 from aot.config import ModelConfig
 from aot.devices import resolve_device
 from aot.errors import AotError
-from aot.outdir import check_writable_dir, write_results
+from aot.run_folder import check_writable_dir, write_results
 from aot.runinfo import machine_info
 from aot.tasks.protocol import Task, TaskRun
 from aot.train.distributed import barrier, env_from_torchrun, init_distributed

@@ -24,6 +24,7 @@ from aot.errors import AotError, ConfigError
 from aot.eval.vision import evaluate_classifier
 from aot.models import build_model
 from aot.models.base import AotModel
+from aot.run_folder import model_folder
 from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
@@ -149,8 +150,6 @@ def check_image_shape(data: ImageData, image_size: int, in_chans: int) -> None:
 def load_init_model(source: str, num_classes: int) -> AotModel:
     """The weights of a trained image model (a run folder or a save_pretrained folder), classifier reset to
     ``num_classes`` outputs (normal(0, init_std) weights, zero bias)."""
-    from aot.train.checkpoint import model_folder
-
     model = AotModel.from_pretrained(model_folder(Path(source)) or Path(source))
     if model.cfg.task != "image":
         raise AotError(f"--init-from {source!r} holds a {model.cfg.task!r} model; fine-tuning needs an image model")

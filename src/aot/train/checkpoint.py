@@ -13,14 +13,15 @@ Each holds
 Written atomically: everything goes to a scratch folder first; then three renames rotate
 ``checkpoint.prev`` out, ``checkpoint`` to ``checkpoint.prev`` and the scratch folder to ``checkpoint``. A run
 killed at any moment leaves at least one complete checkpoint. Loading verifies every checksum: a damaged
-checkpoint (a flipped byte, a truncated or missing file) is a one-line :class:`CheckpointDamaged` naming it, and
-:func:`latest_good_checkpoint` falls back to the previous one. A failed write (a full disk, a read-only folder) is
-a one-line error that removes the scratch folder and leaves the existing checkpoints as they were.
+checkpoint (a flipped byte, a truncated or missing file) is a one-line :class:`aot.run_folder.CheckpointDamaged`
+naming it, and :func:`aot.run_folder.latest_good_checkpoint` falls back to the previous one (reading and verifying
+checkpoints lives in :mod:`aot.run_folder`, with the rest of a run folder's layout). A failed write (a full disk,
+a read-only folder) is a one-line error that removes the scratch folder and leaves the existing checkpoints as
+they were.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,114 +32,29 @@ import torch
 from torch import nn
 
 from aot.errors import AotError, os_error_line
+from aot.run_folder import (
+    CHECKPOINT_DIR,
+    MODEL_CONFIG,
+    MODEL_WEIGHTS,
+    OLD_DIR,
+    PREV_DIR,
+    TRAINER_JSON,
+    checkpoint_candidates,
+    file_sha256,
+    state_digest,
+    verify_checkpoint,
+)
 from aot.train.distributed import current_env, first_error, unwrap
 
-CHECKPOINT_DIR = "checkpoint"
-PREV_DIR = "checkpoint.prev"
-OLD_DIR = ".checkpoint.old"  # the previous layout's name for the instant between two renames
 SCRATCH_DIR = ".checkpoint.tmp"
 TRASH_DIR = ".checkpoint.trash"
-TRAINER_JSON = "trainer.json"
-MODEL_WEIGHTS = "model.safetensors"
-MODEL_CONFIG = "config.json"
 OPTIMIZER_WEIGHTS = "optimizer.safetensors"
 SHARDED_DIR = "sharded"
 FORMAT_FULL, FORMAT_SHARDED = "full", "sharded"
 
 
-class CheckpointDamaged(AotError):
-    """A checkpoint folder whose files are missing, truncated or do not match their checksums."""
-
-
 def rng_file(rank: int) -> str:
     return f"rng-rank{rank}.safetensors"
-
-
-def checkpoint_candidates(out_dir: Path) -> list[Path]:
-    """The checkpoint folders under ``out_dir`` (latest first by name); one without a ``trainer.json`` is listed
-    too, so that it is reported as damaged rather than silently ignored."""
-    return [out_dir / name for name in (CHECKPOINT_DIR, OLD_DIR, PREV_DIR) if (out_dir / name).is_dir()]
-
-
-def find_checkpoint(out_dir: Path) -> Path | None:
-    """The newest checkpoint under ``out_dir`` that verifies (see :func:`latest_good_checkpoint`), else None."""
-    found = latest_good_checkpoint(out_dir)
-    return found[0] if found else None
-
-
-def model_folder(run_dir: Path) -> Path | None:
-    """The folder whose ``config.json`` + ``model.safetensors`` hold a run's trained model: the newest checkpoint
-    that verifies (so a damaged latest one falls back to the previous), else ``run_dir/checkpoint`` or ``run_dir``
-    itself when it holds the two files (a ``save_pretrained`` or export folder). None when there is none (e.g. only
-    a sharded FSDP checkpoint: ``aot export safetensors`` writes one)."""
-    from aot.models.base import CONFIG_NAME, WEIGHTS_NAME
-
-    found = latest_good_checkpoint(run_dir)
-    candidates = ([found[0]] if found else []) + [run_dir / CHECKPOINT_DIR, run_dir]
-    for folder in candidates:
-        if (folder / CONFIG_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
-            return folder
-    return None
-
-
-def latest_good_checkpoint(
-    out_dir: Path, damaged: list[tuple[Path, str]] | None = None
-) -> tuple[Path, dict[str, Any]] | None:
-    """The verified checkpoint with the highest step, and its trainer state; the damaged ones are appended to
-    ``damaged`` as (folder, reason). None when no checkpoint verifies."""
-    best: tuple[Path, dict[str, Any]] | None = None
-    for folder in checkpoint_candidates(out_dir):
-        try:
-            state = verify_checkpoint(folder)
-        except CheckpointDamaged as exc:
-            if damaged is not None:
-                damaged.append((folder, str(exc)))
-            continue
-        if best is None or int(state.get("step", 0)) > int(best[1].get("step", 0)):
-            best = (folder, state)
-    return best
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _state_digest(state: dict[str, Any]) -> str:
-    body = {k: v for k, v in state.items() if k != "state_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def verify_checkpoint(folder: Path) -> dict[str, Any]:
-    """The trainer state of ``folder`` after checking the sha256 of every file it lists and of itself;
-    :class:`CheckpointDamaged` (one line naming the folder and the file) otherwise."""
-    state = read_trainer_state(folder)
-    files = state.get("files")
-    if not isinstance(files, dict) or state.get("state_sha256") != _state_digest(state):
-        raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} does not match its checksum")
-    for name, digest in files.items():
-        path = folder / name
-        if not path.is_file():
-            raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {name} is missing")
-        if _sha256(path) != digest:
-            raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {name} does not match its sha256")
-    return state
-
-
-def read_trainer_state(folder: Path) -> dict[str, Any]:
-    try:
-        state = json.loads((folder / TRAINER_JSON).read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
-        raise CheckpointDamaged(
-            f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} is unreadable ({reason})"
-        ) from None
-    if not isinstance(state, dict):
-        raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} is not a JSON object")
-    return state
 
 
 # -- saving -------------------------------------------------------------------------------------------------
@@ -220,7 +136,9 @@ def save_checkpoint(
             if model_config is not None:
                 (scratch / MODEL_CONFIG).write_text(json.dumps(model_config, indent=2) + "\n")
             files = {
-                str(path.relative_to(scratch)): _sha256(path) for path in sorted(scratch.rglob("*")) if path.is_file()
+                str(path.relative_to(scratch)): file_sha256(path)
+                for path in sorted(scratch.rglob("*"))
+                if path.is_file()
             }
             state = {
                 **trainer_state,
@@ -229,7 +147,7 @@ def save_checkpoint(
                 "optimizer": optimizer_meta,
                 "files": files,
             }
-            state["state_sha256"] = _state_digest(state)
+            state["state_sha256"] = state_digest(state)
             (scratch / TRAINER_JSON).write_text(json.dumps(state, indent=2) + "\n")
             _fsync_tree(scratch)
             _rotate(out_dir, scratch)

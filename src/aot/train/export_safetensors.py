@@ -15,15 +15,8 @@ from pathlib import Path
 
 from aot.errors import AotError
 from aot.models.base import AotModel
-from aot.outdir import check_writable_dir
-from aot.train.checkpoint import (
-    FORMAT_SHARDED,
-    MODEL_CONFIG,
-    SHARDED_DIR,
-    TRAINER_JSON,
-    latest_good_checkpoint,
-    verify_checkpoint,
-)
+from aot.run_folder import MODEL_CONFIG, TRAINER_JSON, check_writable_dir, latest_good_checkpoint, verify_checkpoint
+from aot.train.checkpoint import FORMAT_SHARDED, SHARDED_DIR
 
 
 def export_safetensors(run_dir: str | Path, out_dir: str | Path) -> Path:

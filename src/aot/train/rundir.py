@@ -15,14 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aot.errors import AotError, os_error_line
-from aot.outdir import check_writable_dir
-from aot.train.checkpoint import CHECKPOINT_DIR, OLD_DIR, PREV_DIR, checkpoint_candidates, latest_good_checkpoint
+from aot.errors import AotError
+from aot.run_folder import check_writable_dir, checkpoint_candidates, holds_run, latest_good_checkpoint, move_aside
 from aot.train.distributed import DistEnv, broadcast_from_main
 
 RESUME_MODES = ("no", "yes", "auto")
-#: what makes a folder hold a run
-RUN_MARKERS = ("metrics.jsonl", "results.json", CHECKPOINT_DIR, PREV_DIR, OLD_DIR)
 
 
 @dataclass
@@ -40,24 +37,6 @@ def resume_mode(resume: bool | str | None) -> str:
     if mode not in RESUME_MODES:
         raise AotError(f"resume={resume!r} is not one of {', '.join(RESUME_MODES)}")
     return str(mode)
-
-
-def holds_run(out: Path) -> bool:
-    return out.is_dir() and any((out / name).exists() for name in RUN_MARKERS)
-
-
-def move_aside(out: Path) -> Path:
-    """Rename ``out`` to the first free sibling ``out.old-N`` and recreate it empty; returns the new name."""
-    out = out.resolve()
-    n = 1
-    while (target := out.with_name(f"{out.name}.old-{n}")).exists():
-        n += 1
-    try:
-        out.rename(target)
-        out.mkdir()
-    except OSError as exc:
-        raise AotError(os_error_line(exc, f"cannot move the old run in {str(out)!r} aside")) from None
-    return target
 
 
 def _plan_on_main(out: Path, mode: str, force: bool) -> RunPlan:

@@ -30,7 +30,7 @@ from aot.bench.mfu import mfu
 from aot.bench.peaks import peak_flops
 from aot.config import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
 from aot.errors import AotError, ConfigError
-from aot.outdir import write_text_atomic
+from aot.run_folder import write_text_atomic
 from aot.train.checkpoint import check_fingerprint, checkpoint_candidates, load_checkpoint, save_checkpoint
 from aot.train.distributed import (
     STRATEGIES,
