@@ -1,0 +1,102 @@
+"""The task protocol: every task goes through one run_task, which writes results.json atomically on the main
+process only; a truncated results.json is not a finished run; aot train NAME is built from the task registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aot import run_folder
+from aot.cli import main
+from aot.tasks import TASKS, get_task, run_task
+from aot.train.distributed import DistEnv
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+QUIET = ["train.steps=2", "train.progress=false", "train.eval_every=0", "train.precision=fp32"]
+TINY = {
+    "lm": ("cpu-quick", [f"data.corpus={FIXTURE}", "model.n_layer=1", "model.n_embd=32", "eval.final_windows=4"]),
+    "vision": ("digits-quick", ["model.n_layer=1", "model.n_embd=32", "train.batch_size=16"]),
+    "icl": ("cpu-quick", ["model.n_layer=1", "model.n_embd=32", "eval.final_prompts=16", "train.batch_size=8"]),
+}
+
+
+def tiny_run(name: str):  # type: ignore[no-untyped-def]
+    task = get_task(name)
+    preset, sets = TINY[name]
+    return task, task.build_run(preset, sets=[*QUIET, *sets])
+
+
+def test_every_registered_task_has_a_tiny_setting_here() -> None:
+    assert set(TINY) == set(TASKS)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_run_task_writes_results_atomically_and_they_read_back_as_finished(name: str, tmp_path: Path, monkeypatch):
+    written: list[Path] = []
+    real = run_folder.write_text_atomic
+
+    def spy(path: Path, text: str) -> None:
+        written.append(path)
+        real(path, text)
+
+    monkeypatch.setattr(run_folder, "write_text_atomic", spy)
+    task, run = tiny_run(name)
+    results = run_task(task, run, tmp_path, "cpu")
+    assert tmp_path / "results.json" in written  # through the atomic writer, not a plain write
+    assert run_folder.read_results(tmp_path) == json.loads(json.dumps(results))
+    assert results["task"] == run.task and results["train"]["steps"] == 2
+    assert results["model"]["params"] > 0 and results["config"]["train"]["steps"] == 2
+    assert (tmp_path / "loss_curve.png").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_only_the_main_process_writes_results(name: str, tmp_path: Path, monkeypatch) -> None:
+    import aot.tasks.runner as runner
+
+    monkeypatch.setattr(runner, "init_distributed", lambda device: DistEnv(rank=1, world_size=1))
+    task, run = tiny_run(name)
+    assert run_task(task, run, tmp_path, "cpu") == {}
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_truncated_or_foreign_results_file_is_not_a_finished_run(tmp_path: Path) -> None:
+    task, run = tiny_run("icl")
+    run_task(task, run, tmp_path, "cpu")
+    whole = (tmp_path / "results.json").read_text()
+    assert run_folder.read_results(tmp_path) is not None
+    for text in (whole[: len(whole) // 2], "", "[1, 2]", '{"task": "icl"}', '{"train": {}}', "\xff"):
+        (tmp_path / "results.json").write_text(text)
+        assert run_folder.read_results(tmp_path) is None, text
+    (tmp_path / "results.json").unlink()
+    assert run_folder.read_results(tmp_path) is None
+
+
+def test_aot_train_lists_every_registered_task_with_its_options(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    assert all(name in text for name in TASKS)
+    for task in TASKS.values():
+        with pytest.raises(SystemExit):
+            main(["train", task.name, "--help"])
+        text = capsys.readouterr().out
+        assert all(option.flag in text for option in task.command.options)
+        assert task.command.default_preset in text
+
+
+def test_a_task_option_sets_the_config_fields_it_names(capsys) -> None:
+    assert main(["train", "icl", "--dims", "7", "--dump-config"]) == 0
+    dumped = capsys.readouterr().out
+    assert "n_dims: 7" in dumped and "n_points: 15" in dumped
+    assert main(["train", "lm", "--no-fetch", "--tokenizer", "bpe-512", "--dump-config"]) == 0
+    dumped = capsys.readouterr().out
+    assert "fetch: false" in dumped and "tokenizer: bpe-512" in dumped
+
+
+def test_an_unknown_task_is_one_line() -> None:
+    from aot.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown task 'speech'; use one of lm, vision, icl"):
+        get_task("speech")
