@@ -12,12 +12,14 @@ import torch.nn.functional as F
 
 from aot.bench import flops_per_token, gpu_peak_flops, measure_flops, mfu
 from aot.bench.decode import cache_bytes_per_token
+from aot.bench.flops import block_dense_flops, has_analytic_flops, training_flops_per_sample
 from aot.bench.mfu import achieved_flops
-from aot.bench.suite import BLOCKS, BenchSettings, block_config, matched_depth
+from aot.bench.suite import BenchSettings, bench_blocks, block_config, matched_depth
+from aot.blockspec import block_spec
 from aot.cli import main
 from aot.config import ModelConfig
 from aot.errors import AotError
-from aot.models import build_model, preset_config
+from aot.models import PRESETS, build_model, preset_config
 
 BLOCK_CASES = [
     ("aot-mssa", {"tied_output": True}),
@@ -59,6 +61,60 @@ def test_flops_by_hand_for_tied_mssa() -> None:
     assert flops.attention_causal == 3 * 2 * 2 * 3 * 8  # mean keys per causal query: (5 + 1) / 2 = 3
     assert flops.training() == 3 * flops.forward
     assert flops.training(recompute=True) == 3 * flops.dense + 3.5 * flops.attention
+
+
+PRESET_SEQ_LEN = 16
+
+
+def _counted_backbone_flops(model: torch.nn.Module, seq_len: int) -> tuple[float, float]:
+    """flop_counter's forward and forward + backward FLOPs per token of ``model``'s backbone on random (1, T, d)
+    inputs (the image and in-context heads are left out, as the analytic count leaves them out)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from aot.bench.flops import register_cpu_attention_formulas
+
+    register_cpu_attention_formulas()
+    x = torch.randn(1, seq_len, model.cfg.n_embd)
+    with FlopCounterMode(display=False) as forward, torch.no_grad():
+        model.backbone(x)
+    with FlopCounterMode(display=False) as training:
+        model.backbone(x.requires_grad_(True)).square().mean().backward()
+    return forward.get_total_flops() / seq_len, training.get_total_flops() / seq_len
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_analytic_flops_agree_with_flop_counter_for_every_preset(name: str) -> None:
+    """Every preset (as timm's tests loop over every registered model), at one layer and T = 16, the width,
+    heads and every block option as the preset has them: the analytic forward and training FLOPs are within
+    1 % of torch's flop counter. A block without an analytic count (the recurrent ones) says so."""
+    cfg = PRESETS[name].config(n_layer=1, block_size=PRESET_SEQ_LEN)
+    if not has_analytic_flops(cfg):
+        assert block_spec(cfg.block).recurrent
+        assert training_flops_per_sample(cfg, PRESET_SEQ_LEN) is None
+        with pytest.raises(AotError, match="analytic FLOPs are not implemented"):
+            flops_per_token(cfg, PRESET_SEQ_LEN)
+        return
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    analytic = flops_per_token(cfg, PRESET_SEQ_LEN)
+    if cfg.task == "lm":  # the whole model: embeddings, blocks and the LM head
+        idx = torch.randint(0, cfg.vocab_size, (1, PRESET_SEQ_LEN))
+        forward = measure_flops(model, idx, training=False) / PRESET_SEQ_LEN
+        training = measure_flops(model, idx, training=True) / PRESET_SEQ_LEN
+    else:
+        forward, training = _counted_backbone_flops(model, PRESET_SEQ_LEN)
+    assert forward == pytest.approx(analytic.forward, rel=0.01)
+    assert training == pytest.approx(analytic.training(recompute=True), rel=0.01)
+
+
+def test_crate_alpha_flops_by_hand() -> None:
+    """CRATE-α (ista_expand C = 4, d = 256, K = 4): MSSA with W_O 4·d·d plus the overcomplete step's four d × Cd
+    products, 8·C·d² = 32·d², per token and layer (not the complete step's 6·d²)."""
+    cfg = preset_config("crate-alpha-l-cpu")
+    d, C = 256, 4
+    assert block_dense_flops(cfg) == 4 * d * d + 8 * C * d * d
+    assert flops_per_token(cfg, 256).dense == 7 * (4 * d * d + 8 * C * d * d) + 2 * d * 256
+    assert training_flops_per_sample(cfg, 256) == 256 * flops_per_token(cfg, 256).training_causal()
 
 
 def test_flop_counter_counts_cpu_attention() -> None:
@@ -107,7 +163,7 @@ def test_mssa_cache_holds_half_the_bytes_of_mhsa(extra: dict) -> None:
 
 def test_matched_depth_reproduces_the_cpu_presets() -> None:
     settings = BenchSettings()
-    depths = {label: matched_depth(settings, label) for label, _, _ in BLOCKS}
+    depths = {label: matched_depth(settings, label) for label, _, _ in bench_blocks()}
     assert depths == {
         "AoT-MSSA (tied)": preset_config("aot-mssa-tied-l-cpu").n_layer,
         "AoT-MSSA (W_O)": preset_config("aot-mssa-l-cpu").n_layer,
@@ -180,7 +236,7 @@ def test_bench_command_writes_results(tmp_path, capsys: pytest.CaptureFixture[st
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     assert {"environment", "peak", "models", "seq_scaling", "depth_scaling", "decode"} <= set(results)
-    assert len(results["models"]) == 2 * len(BLOCKS)
+    assert len(results["models"]) == 2 * len(bench_blocks())
     for row in results["models"]:
         assert row["flop_counter_agreement_forward"] == pytest.approx(1.0, rel=0.02)
         assert row["flop_counter_agreement_training"] == pytest.approx(1.0, rel=0.02)
@@ -327,7 +383,7 @@ def test_the_gpu_bench_config_is_valid() -> None:
     import argparse
     from pathlib import Path
 
-    from aot.bench.cli import settings_from_args
+    from aot.cli.bench import settings_from_args
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "gpu.yaml"
     args = argparse.Namespace(

@@ -242,19 +242,22 @@ def test_unknown_config_field_suggests_the_right_one():
 
 
 def test_block_types_are_the_registry():
-    """Registering a block is the only step: the config accepts it at once, and BLOCK_TYPES lists it."""
+    """Registering a block's spec is the only step: the config accepts it at once, and BLOCK_TYPES lists it."""
     import aot.config
-    from aot.nn.blocks import BLOCK_REGISTRY, AttentionOnlyBlock, register_block
+    from aot.blockspec import BlockSpec, block_types, register_block, unregister_block
+    from aot.nn.attention import MultiHeadSubspaceSelfAttention
+    from aot.nn.blocks import AttentionOnlyBlock
 
-    assert tuple(BLOCK_REGISTRY) == aot.config.BLOCK_TYPES
+    assert block_types() == aot.config.BLOCK_TYPES
     assert {"aot-mssa", "aot-mhsa", "transformer", "crate", "llama"} <= set(aot.config.BLOCK_TYPES)
-    register_block("test-only-block")(AttentionOnlyBlock)
+    register_block(BlockSpec("test-only-block", AttentionOnlyBlock, MultiHeadSubspaceSelfAttention))
     try:
         assert "test-only-block" in aot.config.BLOCK_TYPES
         model = build_model(ModelConfig(block="test-only-block", n_layer=1, n_embd=16, n_head=4, vocab_size=13))
         assert isinstance(model.backbone.blocks[0], AttentionOnlyBlock)
     finally:
-        del BLOCK_REGISTRY["test-only-block"]
+        unregister_block("test-only-block")
+    assert "test-only-block" not in aot.config.BLOCK_TYPES
 
 
 def test_causal_is_a_field_derived_from_the_task_unless_set():

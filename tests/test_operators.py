@@ -12,7 +12,7 @@ from aot.config import ModelConfig
 from aot.errors import ConfigError
 from aot.models import build_model
 from aot.nn.attention import MultiHeadSubspaceSelfAttention, use_reference_attention
-from aot.nn.blocks import AttentionOnlyBlock, CrateBlock
+from aot.nn.blocks import AttentionOnlyBlock, CrateBlock, make_block
 from aot.nn.feedforward import ISTA
 from aot.nn.rotary import Rotary
 
@@ -55,7 +55,8 @@ def test_fused_tied_unscaled_mssa_layer_equals_the_papers_formula():
         residual_scale="scalar",
         residual_scale_init=eta,
     )
-    block = AttentionOnlyBlock(cfg).double()
+    block = make_block(cfg).double()
+    assert isinstance(block, AttentionOnlyBlock)
     with torch.no_grad():
         block.attn.subspace_proj.weight.copy_(torch.from_numpy(np.concatenate(bases, axis=1).T))
         block.attn_scale.eta.fill_(eta)  # in float64 (the init value was rounded to float32)
@@ -160,7 +161,7 @@ def test_crate_block_replaces_or_increments_the_stream(residual):
     rng = np.random.default_rng(4)
     cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_residual=residual)
     D = rng.standard_normal((d, d))
-    out, Y, g, b = _run_crate_block(CrateBlock(cfg).double(), rng, N, dictionary=D)
+    out, Y, g, b = _run_crate_block(make_block(cfg).double(), rng, N, dictionary=D)
     u, step = _crate_half_step(Y, D, g, b)
     expected = Y + step - u if residual else step
     np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-11)
@@ -179,7 +180,7 @@ def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
     d, N, C = 6, 5, 4
     rng = np.random.default_rng(7)
     cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_expand=C)
-    block = CrateBlock(cfg).double()
+    block = make_block(cfg).double()
     assert sum(p.numel() for p in block.mlp.parameters()) == 2 * C * d * d
     D, D_hat = rng.standard_normal((d, C * d)) * 0.5, rng.standard_normal((d, C * d))
     out, Y, g, b = _run_crate_block(block, rng, N, encoder=D, decoder=D_hat)

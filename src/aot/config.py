@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union
 
+from aot import blockspec
 from aot.errors import ConfigError
 
 TASKS = ("lm", "image", "icl")
@@ -34,12 +35,9 @@ SUBSPACE_INITS = ("normal", "orthogonal")
 
 
 def block_types() -> tuple[str, ...]:
-    """The registered block names (``aot.nn.blocks.BLOCK_REGISTRY``): registering a block with
-    ``@register_block`` is all it takes for a config to accept it."""
-    import aot.nn  # noqa: F401  (importing the package registers every block module it imports)
-    from aot.nn.blocks import BLOCK_REGISTRY
-
-    return tuple(BLOCK_REGISTRY)
+    """The registered block names (:func:`aot.blockspec.block_types`): registering a block's spec with
+    ``aot.blockspec.register_block`` is all it takes for a config to accept it."""
+    return blockspec.block_types()
 
 
 def __getattr__(name: str) -> Any:
@@ -112,14 +110,16 @@ class ModelConfig:
     Backbone fields (shared by every task):
         block: a registered block (:func:`block_types`): ``aot-mssa``, ``aot-mhsa``, ``transformer`` (GPT-2 /
             ViT), ``crate``, ``llama``, ``linear-attn`` (causal linear attention), ``mamba`` (Mamba's S6, needs
-            ``aot[mamba]``), and any block registered with ``aot.nn.blocks.register_block``.
+            ``aot[mamba]``), and any block registered with ``aot.blockspec.register_block``; the block's spec
+            (``aot.nn.specs``) sets its defaults and checks its rules.
         n_layer, n_embd (d), n_head (K, the number of subspaces / heads).
         head_dim: p, the dimension of each head's subspace; default ``n_embd // n_head``.
         tied_output: MSSA only. True lifts each head back with its own basis (W_O = [U_1 ... U_K], the
             paper's operator); False uses a separate learned output matrix with bias (CRATE's code).
         attn_scale: scale attention scores by 1/sqrt(head_dim) (True) or not at all (the paper's formula).
         norm: pre-norm inside each block: ``layernorm`` (language), ``rmsnorm`` (llama) or ``none``
-            (the paper's vision models). ``None`` picks the block's default.
+            (the paper's vision models). ``None`` picks the block's default (its spec's ``defaults``, else
+            ``layernorm``).
         final_norm: apply the same norm after the last block.
         residual_scale: the step size eta of ``Z + eta * MSSA(Z)``: ``none`` (absorbed into the weights),
             ``scalar`` (one learnable eta per layer) or ``channel`` (LayerScale, one per channel).
@@ -140,7 +140,7 @@ class ModelConfig:
         linear_attn_normalize: ``linear-attn`` divides by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not.
         mamba_d_state, mamba_expand, mamba_d_conv: Mamba's state size N, expansion E/d and conv width.
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
-            ``None`` picks ``rope`` for llama and ``learned`` otherwise.
+            ``None`` picks the block's default: ``rope`` for llama, ``learned`` otherwise.
         bias: biases in linear layers and LayerNorm (GPT-2 style). The MSSA projection U never has one.
         dropout: dropout on attention weights and residual branches.
         init_std: std of the normal init of every weight (nanoGPT: 0.02); residual output projections use
@@ -218,10 +218,14 @@ class ModelConfig:
     def _fill_defaults(self) -> None:
         if self.head_dim is None and self.n_head > 0 and self.n_embd % self.n_head == 0:
             self.head_dim = self.n_embd // self.n_head
+        spec = blockspec.find_block(self.block)  # an unknown block is named by validate()
+        for name, value in (spec.defaults if spec is not None else {}).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if self.norm is None:
-            self.norm = "rmsnorm" if self.block == "llama" else "layernorm"
+            self.norm = "layernorm"
         if self.position is None:
-            self.position = "rope" if self.block == "llama" else "learned"
+            self.position = "learned"
         if self.causal is None:
             self.causal = self.task in CAUSAL_TASKS
 
@@ -234,17 +238,12 @@ class ModelConfig:
     # -- validation ---------------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise a one-line :class:`ConfigError` naming the first invalid field and how to fix it."""
-        _choice("block", self.block, block_types())
+        spec = blockspec.block_spec(self.block)
         _choice("task", self.task, TASKS)
         _choice("norm", self.norm, NORMS)
         _choice("position", self.position, POSITIONS)
         _choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
         _choice("subspace_init", self.subspace_init, SUBSPACE_INITS)
-        if self.subspace_init != "normal" and self.block != "aot-mssa":
-            raise ConfigError(
-                f"subspace_init={self.subspace_init!r} sets MSSA's bases U_k; block={self.block!r} has none, "
-                "leave it 'normal'"
-            )
         _choice("activation", self.activation, ACTIVATIONS)
         if not isinstance(self.causal, bool):
             raise ConfigError(f"causal={self.causal!r} must be true or false (or left unset)")
@@ -274,32 +273,7 @@ class ModelConfig:
             )
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim < 1:
             raise ConfigError(f"head_dim={self.head_dim!r} must be a positive integer")
-        if self.block in ("aot-mhsa", "transformer", "llama") and self.n_head * self.head_dim != self.n_embd:
-            raise ConfigError(
-                f"block={self.block!r} needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim} != "
-                f"{self.n_embd}; leave head_dim unset"
-            )
-        if self.block in ("linear-attn", "mamba") and not self.causal:
-            raise ConfigError(
-                f"block={self.block!r} is causal only (a left-to-right recurrence); use it for task='lm' or 'icl'"
-            )
-        if self.block in ("linear-attn", "mamba") and self.position == "rope":
-            raise ConfigError(
-                f"position='rope' rotates attention scores; block={self.block!r} has none, use position='learned'"
-            )
-        if self.block == "linear-attn" and self.n_head * self.head_dim != self.n_embd:
-            raise ConfigError(
-                f"block='linear-attn' needs n_head*head_dim == n_embd, got {self.n_head}*{self.head_dim}; "
-                "leave head_dim unset"
-            )
-        if self.ista_residual and self.block != "crate":
-            raise ConfigError(f"ista_residual=true is for block='crate' (the ISTA step); block={self.block!r} has none")
-        if self.ista_expand > 1 and self.block != "crate":
-            raise ConfigError(f"ista_expand={self.ista_expand} is for block='crate' (CRATE-α's sparse coding step)")
-        if self.ista_expand > 1 and self.ista_residual:
-            raise ConfigError(
-                "ista_expand > 1 is CRATE-α's step, which always adds its output to the stream; drop ista_residual"
-            )
+        spec.validate(self)  # the block's own rules: head widths, causal-only, its fields, its checks
         if self.position == "rope" and self.head_dim % 2:
             raise ConfigError(f"position='rope' needs an even head_dim, got head_dim={self.head_dim}")
         if not 0.0 <= self.dropout < 1.0:

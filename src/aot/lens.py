@@ -29,14 +29,21 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from aot.blockspec import block_spec, block_specs
 from aot.errors import AotError
 from aot.models.lm import CausalLM
 from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
+from aot.nn.feedforward import GeluMLP
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformer_lens import HookedTransformer
 
-SUPPORTED_BLOCKS = ("aot-mssa", "aot-mhsa", "transformer")
+
+def supported_blocks() -> tuple[str, ...]:
+    """The blocks with a TransformerLens mapping (their spec's ``lens``)."""
+    return tuple(spec.name for spec in block_specs() if spec.lens)
+
+
 _ACT_FN = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
 
 
@@ -55,8 +62,10 @@ def check_mappable(model: CausalLM) -> None:
     if not isinstance(model, CausalLM):
         raise AotError(f"the TransformerLens view is for language models, not {type(model).__name__}")
     cfg = model.cfg
-    if cfg.block not in SUPPORTED_BLOCKS:
-        raise AotError(f"no TransformerLens mapping for block {cfg.block!r}; supported: {', '.join(SUPPORTED_BLOCKS)}")
+    if not block_spec(cfg.block).lens:
+        raise AotError(
+            f"no TransformerLens mapping for block {cfg.block!r}; supported: {', '.join(supported_blocks())}"
+        )
     if cfg.norm not in ("layernorm", "none"):
         raise AotError(f"no TransformerLens mapping for norm {cfg.norm!r} (layernorm or none)")
     if cfg.norm == "layernorm" and not cfg.final_norm:
@@ -71,8 +80,9 @@ def hooked_config(model: CausalLM) -> Any:
     dtype = next(model.parameters()).dtype
     first: Any = model.backbone.blocks[0]  # every block has the same shapes
     extra: dict[str, Any] = {}
-    if cfg.block == "transformer":
-        extra.update(d_mlp=first.mlp.up_proj.out_features, act_fn=_ACT_FN[cfg.activation])
+    mlp = _gelu_mlp(first)
+    if mlp is not None:
+        extra.update(d_mlp=mlp.up_proj.out_features, act_fn=_ACT_FN[cfg.activation])
     if cfg.position == "rope":
         extra.update(positional_embedding_type="rotary", rotary_dim=cfg.p, rotary_base=cfg.rope_theta)
     return lens.HookedTransformerConfig(
@@ -82,7 +92,7 @@ def hooked_config(model: CausalLM) -> Any:
         d_head=cfg.p,
         n_ctx=cfg.block_size,
         d_vocab=cfg.vocab_size,
-        attn_only=cfg.block != "transformer",
+        attn_only=mlp is None,
         normalization_type="LN" if cfg.norm == "layernorm" else None,  # norm "none": no final norm either
         eps=first.attn_norm.eps if cfg.norm == "layernorm" else 1e-5,
         use_attn_scale=True,
@@ -93,6 +103,12 @@ def hooked_config(model: CausalLM) -> Any:
         init_weights=False,
         **extra,
     )
+
+
+def _gelu_mlp(block: Any) -> GeluMLP | None:
+    """The block's GELU MLP (``transformer``), or ``None`` for an attention-only block."""
+    mlp = getattr(block, "mlp", None)
+    return mlp if isinstance(mlp, GeluMLP) else None
 
 
 def _heads_in(weight: torch.Tensor, n_head: int) -> torch.Tensor:
@@ -139,8 +155,8 @@ def hooked_state_dict(model: CausalLM) -> dict[str, torch.Tensor]:
         if cfg.norm == "layernorm":
             state[prefix + "ln1.w"] = block.attn_norm.weight
             state[prefix + "ln1.b"] = block.attn_norm.bias if block.attn_norm.bias is not None else zeros(d)
-        if cfg.block == "transformer":
-            mlp = block.mlp
+        mlp = _gelu_mlp(block)
+        if mlp is not None:
             hidden = mlp.up_proj.out_features
             state[prefix + "ln2.w"] = block.mlp_norm.weight
             state[prefix + "ln2.b"] = block.mlp_norm.bias if block.mlp_norm.bias is not None else zeros(d)

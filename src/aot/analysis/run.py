@@ -17,6 +17,7 @@ from aot.analysis.circuits import composition_table, copying_scores, head_scores
 from aot.analysis.geometry import subspace_geometry
 from aot.analysis.profile import denoising_profile
 from aot.analysis.vision import cls_attention_entropy
+from aot.blockspec import output_tying
 from aot.errors import AotError
 from aot.models.base import AotModel
 from aot.runinfo import machine_info
@@ -168,7 +169,7 @@ def describe(model: AotModel) -> dict[str, Any]:
         "n_embd": cfg.n_embd,
         "n_head": cfg.n_head,
         "head_dim": cfg.head_dim,
-        "tied_output": cfg.tied_output if cfg.block in ("aot-mssa", "crate") else None,
+        "tied_output": output_tying(cfg),
         "position": cfg.position,
         "params": model.num_params(),
     }

@@ -7,17 +7,24 @@ embedding look-ups. Attention is counted over the full T×T square (as ``flop_co
 nanoGPT MFU formula do); a causal kernel skips about half of it — :attr:`FlopsPerToken.attention_causal`
 holds that share, for an honest "useful work" figure beside the conventional one.
 
-Per token and layer (d = n_embd, K heads of dimension p, T keys, forward):
+Per token and layer (d = n_embd, K heads of dimension p, T keys, forward). Each block's count is on its
+spec (``aot.blockspec.BlockSpec.dense_flops`` / ``attention_flops``, :mod:`aot.nn.specs`), summed from the
+counts beside each module's forward:
 
-| block       | dense matmuls                          | attention |
-|-------------|----------------------------------------|-----------|
-| aot-mssa    | 2·d·Kp (U) + 2·Kp·d (Uᵀ or W_O)          | 4·T·Kp    |
-| aot-mhsa    | 2·d·3d (W_QKV) + 2·d·d (W_O)             | 4·T·d     |
-| transformer | aot-mhsa + 2·2·d·(r·d) (GELU MLP)        | 4·T·d     |
-| llama       | aot-mhsa + 3·2·d·h (SwiGLU, h ≈ 2/3·r·d) | 4·T·d     |
-| crate       | aot-mssa + 3·2·d·d (ISTA: D, Dᵀ, Dᵀ)     | 4·T·Kp    |
+| block        | dense matmuls                                                   | attention |
+|--------------|-----------------------------------------------------------------|-----------|
+| aot-mssa     | 2·d·Kp (U) + 2·Kp·d (Uᵀ or W_O)                                   | 4·T·Kp    |
+| aot-mhsa     | 2·d·3d (W_QKV) + 2·d·d (W_O)                                      | 4·T·d     |
+| transformer  | aot-mhsa + 2·2·d·(r·d) (GELU MLP)                                 | 4·T·d     |
+| llama        | aot-mhsa + 3·2·d·h (SwiGLU, h ≈ 2/3·r·d)                          | 4·T·d     |
+| crate        | aot-mssa + 3·2·d·d (ISTA: x D, (x D) Dᵀ, x Dᵀ)                    | 4·T·Kp    |
+| crate, C > 1 | aot-mssa + 4·2·d·Cd = 8·C·d² (CRATE-α: u D, a Dᵀ, (a Dᵀ − u) D, a D̂ᵀ) | 4·T·Kp    |
 
-plus 2·d·V for the LM head. Training: the backward of a product is two products (gradient of each input),
+plus 2·d·V for the LM head. The recurrent blocks (``linear-attn``, ``mamba``: no T×T attention, a state
+carried along the sequence) have no analytic count: :func:`flops_per_token` says so,
+:func:`training_flops_per_sample` returns ``None``, and :func:`measure_flops` counts them.
+
+Training: the backward of a product is two products (gradient of each input),
 so a training step costs 3× the forward in *model* FLOPs (the MFU convention). The fused attention kernel's
 backward also recomputes the scores (5 products instead of 4), so in *hardware* FLOPs — what
 ``flop_counter`` reports — attention costs 3.5× its forward: :meth:`FlopsPerToken.training` takes
@@ -35,12 +42,9 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from aot.blockspec import block_spec
 from aot.config import ModelConfig
 from aot.errors import AotError
-from aot.nn.feedforward import swiglu_hidden
-
-#: blocks whose token mixer is a recurrence (no T×T attention): not covered by the table above
-RECURRENT_BLOCKS = ("linear-attn", "mamba")
 
 
 @dataclass(frozen=True)
@@ -65,42 +69,50 @@ class FlopsPerToken:
         return 3 * (self.dense + self.attention_causal)
 
 
-def block_dense_flops(cfg: ModelConfig) -> int:
-    """Forward FLOPs per token of one block's linear layers (table in the module docstring)."""
-    d, width = cfg.n_embd, cfg.n_head * cfg.p
-    if cfg.block in ("aot-mssa", "crate"):
-        flops = 2 * d * width + 2 * width * d  # U: d → Kp, then Uᵀ (tied) or W_O: Kp → d
-        if cfg.block == "crate":
-            flops += 3 * 2 * d * d  # ISTA: x D, (x D) Dᵀ, x Dᵀ
-        return flops
-    flops = 2 * d * 3 * d + 2 * d * d  # W_QKV, W_O
-    if cfg.block == "transformer":
-        flops += 2 * 2 * d * int(cfg.mlp_ratio * d)
-    elif cfg.block == "llama":
-        flops += 3 * 2 * d * swiglu_hidden(d, cfg.mlp_ratio)
-    return flops
+def block_dense_flops(cfg: ModelConfig) -> float:
+    """Forward FLOPs per token of one block's linear layers (its spec's count; table in the module docstring)."""
+    count = block_spec(cfg.block).dense_flops
+    if count is None:
+        raise AotError(f"analytic FLOPs are not implemented for block={cfg.block!r}; measure them with `measure_flops`")
+    return count(cfg)
 
 
 def attention_flops(cfg: ModelConfig, n_keys: float) -> float:
-    """Forward FLOPs per query token of one layer's attention over ``n_keys`` keys: q kᵀ and pattern · v."""
-    return 2 * 2 * n_keys * cfg.n_head * cfg.p
+    """Forward FLOPs per query token of one layer's attention over ``n_keys`` keys: q kᵀ and pattern · v
+    (0 for a block without T×T attention)."""
+    count = block_spec(cfg.block).attention_flops
+    return 0.0 if count is None else count(cfg, n_keys)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> FlopsPerToken:
     """Forward FLOPs per token of a pass over sequences of ``seq_len`` tokens (docs/paper.md §4, Efficiency).
 
     Counts the backbone and, for ``task='lm'``, the LM head (2·d·V); the small heads of the image and
-    in-context models (patch embedding, read-in/out: < 1 % of the work) are left out.
+    in-context models (patch embedding, read-in/out: < 1 % of the work) are left out. A block without an
+    analytic count (the recurrent ones) is a one-line :class:`AotError`.
     """
-    if cfg.block in RECURRENT_BLOCKS:
-        raise AotError(f"analytic FLOPs are not implemented for block={cfg.block!r}; measure them with `measure_flops`")
+    dense = block_dense_flops(cfg)
     head = 2 * cfg.n_embd * cfg.vocab_size if cfg.task == "lm" else 0
     mean_causal_keys = (seq_len + 1) / 2 if cfg.causal else seq_len  # mean over queries of the keys ≤ it
     return FlopsPerToken(
-        dense=float(cfg.n_layer * block_dense_flops(cfg) + head),
+        dense=float(cfg.n_layer * dense + head),
         attention=float(cfg.n_layer * attention_flops(cfg, seq_len)),
         attention_causal=float(cfg.n_layer * attention_flops(cfg, mean_causal_keys)),
     )
+
+
+def has_analytic_flops(cfg: ModelConfig) -> bool:
+    """Whether ``cfg``'s block has an analytic count (its spec's ``dense_flops``)."""
+    return block_spec(cfg.block).dense_flops is not None
+
+
+def training_flops_per_sample(cfg: ModelConfig, seq_len: int) -> float | None:
+    """Useful model FLOPs of training on one sequence of ``seq_len`` tokens (forward + backward, only the
+    attention a causal mask leaves: what the trainer's MFU divides by, so MFU ≤ 1), or ``None`` for a block
+    without an analytic count."""
+    if not has_analytic_flops(cfg):
+        return None
+    return seq_len * flops_per_token(cfg, seq_len).training_causal()
 
 
 _registered = False

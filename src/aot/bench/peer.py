@@ -15,6 +15,7 @@ from typing import Any
 
 from torch import nn
 
+from aot.blockspec import block_spec, block_specs
 from aot.config import ModelConfig
 from aot.errors import AotError
 
@@ -33,8 +34,9 @@ def hf_gpt2(cfg: ModelConfig) -> nn.Module:
     n_head, vocab_size, n_positions = block_size, MLP width, LayerNorm eps 1e-5, tied LM head."""
     if not transformers_available():
         raise AotError(MISSING_MESSAGE)
-    if cfg.block != "transformer" or cfg.task != "lm" or cfg.position != "learned" or not cfg.bias:
-        raise AotError(f"the HF GPT-2 peer needs a GPT-2 config (block='transformer', task='lm'), got {cfg.block!r}")
+    if not block_spec(cfg.block).hf_gpt2 or cfg.task != "lm" or cfg.position != "learned" or not cfg.bias:
+        gpt2 = " or ".join(repr(spec.name) for spec in block_specs() if spec.hf_gpt2)
+        raise AotError(f"the HF GPT-2 peer needs a GPT-2 config (block={gpt2}, task='lm'), got {cfg.block!r}")
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 

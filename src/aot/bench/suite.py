@@ -28,22 +28,27 @@ from aot.bench.timing import (
     random_tokens,
     training_step,
 )
+from aot.blockspec import block_specs, output_tying
 from aot.config import Limit, ModelConfig, at_least, one_of
-from aot.errors import AotError
+from aot.errors import AotError, ConfigError
 from aot.models import AotModel, build_model
 from aot.runinfo import machine_info
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
-#: (label, block, extra config) of every block type the suite compares
-BLOCKS: list[tuple[str, str, dict[str, Any]]] = [
-    ("AoT-MSSA (tied)", "aot-mssa", {"tied_output": True}),
-    ("AoT-MSSA (W_O)", "aot-mssa", {"tied_output": False}),
-    ("AoT-MHSA", "aot-mhsa", {}),
-    ("GPT-2", "transformer", {"activation": "gelu_tanh"}),
-    ("CRATE", "crate", {"tied_output": False}),
-    ("Llama", "llama", {"bias": False}),
-]
+
+def bench_blocks() -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, block, extra config) of every row the suite compares: the ``bench`` rows of every registered
+    block spec, in registration order (AoT-MSSA tied / W_O, AoT-MHSA, GPT-2, CRATE, Llama)."""
+    return [(label, spec.name, dict(fields)) for spec in block_specs() for label, fields in spec.bench]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BLOCKS":  # derived on access, so a block registered later is included
+        return bench_blocks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 BASELINE = "GPT-2"
 
 
@@ -90,9 +95,19 @@ class BenchSettings:
         "threads": at_least(0),
         "dtype": one_of(*DTYPES),
         "sections": one_of("models", "seq", "depth", "decode", "peer", nonempty=True),
-        "scaling_blocks": one_of(*(label for label, _, _ in BLOCKS), nonempty=True),
-        "decode_blocks": one_of(*(label for label, _, _ in BLOCKS), nonempty=True),
     }
+
+    def __post_init__(self) -> None:
+        """The block labels must be rows of the suite: those of the blocks registered now (not in LIMITS, which
+        is fixed when the class is made)."""
+        labels = one_of(*(label for label, _, _ in bench_blocks()))
+        for name in ("scaling_blocks", "decode_blocks"):
+            values = getattr(self, name)
+            if not values:
+                raise ConfigError(f"bench.{name} is empty; give at least one value")
+            for i, value in enumerate(values):
+                if not labels.allows(value):
+                    raise ConfigError(f"bench.{name}[{i}]={value!r} must be {labels.describe()}")
 
     @classmethod
     def quick(cls) -> BenchSettings:
@@ -125,8 +140,8 @@ class BenchSettings:
 
 
 def block_config(s: BenchSettings, label: str, n_layer: int, seq_len: int | None = None) -> ModelConfig:
-    """The config of block ``label`` (see :data:`BLOCKS`) at the bench width and ``n_layer`` layers."""
-    extra = {lbl: (blk, ext) for lbl, blk, ext in BLOCKS}
+    """The config of block ``label`` (see :func:`bench_blocks`) at the bench width and ``n_layer`` layers."""
+    extra = {lbl: (blk, ext) for lbl, blk, ext in bench_blocks()}
     if label not in extra:
         raise AotError(f"unknown block label {label!r}; choose from {', '.join(extra)}")
     block, fields = extra[label]
@@ -181,7 +196,7 @@ def describe_model(
     flops = flops_per_token(cfg, seq_len)
     row: dict[str, Any] = dict(
         block=cfg.block,
-        tied_output=cfg.tied_output if cfg.block in ("aot-mssa", "crate") else None,
+        tied_output=output_tying(cfg),
         n_layer=cfg.n_layer,
         n_embd=cfg.n_embd,
         n_head=cfg.n_head,
@@ -277,7 +292,10 @@ def run_suite(s: BenchSettings, log: Any = print) -> dict[str, Any]:
     if "models" in s.sections:
         rows = []
         for group in ("matched width/depth", "matched params"):
-            depths = {lbl: s.depth if group == "matched width/depth" else matched_depth(s, lbl) for lbl, _, _ in BLOCKS}
+            depths = {
+                lbl: s.depth if group == "matched width/depth" else matched_depth(s, lbl)
+                for lbl, _, _ in bench_blocks()
+            }
             layers = sorted(set(depths.values()))
             log(f"[{group}] {len(depths)} block types, {layers[0]}–{layers[-1]} layers ...")
             cfgs = [block_config(s, lbl, n) for lbl, n in depths.items()]
@@ -401,4 +419,4 @@ def _settings_dict(s: BenchSettings) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(s).items()}
 
 
-__all__ = ["BLOCKS", "BenchSettings", "block_config", "matched_depth", "run_suite"]
+__all__ = ["BLOCKS", "BenchSettings", "bench_blocks", "block_config", "matched_depth", "run_suite"]  # noqa: F822

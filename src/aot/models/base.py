@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aot.config import ModelConfig
-from aot.errors import AotError
+from aot.config import CAUSAL_TASKS, ModelConfig
+from aot.errors import AotError, ConfigError
 from aot.models.backbone import Backbone, init_weights
 from aot.nn.cache import MIN_CAPACITY, Cache
 from aot.nn.hooks import HookedModule
@@ -15,6 +15,19 @@ from aot.run_folder import atomic_target, write_text_atomic
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+
+#: task → its head class; :mod:`aot.models.factory` registers the three heads (``import aot`` imports it)
+HEADS: dict[str, type[AotModel]] = {}
+
+
+def build_model(cfg: ModelConfig) -> AotModel:
+    """The model of ``cfg``: the task picks the head (:data:`HEADS`), the block picks the backbone."""
+    if cfg.task in CAUSAL_TASKS and not cfg.causal:
+        raise ConfigError(
+            f"task={cfg.task!r} predicts each position from the ones before it and needs causal=True "
+            "(causal=False would let every token see what it predicts); leave causal unset"
+        )
+    return HEADS[cfg.task](cfg)
 
 
 class AotModel(HookedModule):
@@ -79,8 +92,6 @@ class AotModel(HookedModule):
     def from_pretrained(cls, directory: str | Path, **overrides: Any) -> AotModel:
         """Load a model saved by :meth:`save_pretrained` (any head: the config says which)."""
         from safetensors.torch import load_model
-
-        from aot.models.factory import build_model
 
         directory = Path(directory)
         config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME

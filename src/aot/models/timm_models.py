@@ -2,7 +2,7 @@
 ``timm.create_model("aot_mssa_tiny_patch7_28", num_classes=...)`` builds it (the optional extra ``aot[timm]``).
 
 Names are ``aot_{family}_{size}_patch{P}_{IMAGE}``: family ``mssa`` / ``mhsa`` / ``vit`` / ``crate`` from the
-block, size ``tiny`` (the CPU presets), ``small`` (``-s``) or ``base`` (``-b``). Importing this module registers
+block's spec, size ``tiny`` (the CPU presets), ``small`` (``-s``) or ``base`` (``-b``). Importing this module registers
 them when timm imports (timm needs torchvision); :func:`timm_names` lists them without timm. No pretrained
 weights are published: ``pretrained=True`` is an error.
 """
@@ -12,16 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aot.blockspec import block_spec
 from aot.errors import AotError
 from aot.models.base import AotModel
 from aot.models.factory import build_model
 from aot.models.presets import PRESETS
 
-_FAMILY = {"aot-mssa": "mssa", "aot-mhsa": "mhsa", "transformer": "vit", "crate": "crate"}
 _SIZE = {"cpu": "tiny", "s": "small", "b": "base"}
 # timm's keyword arguments → ModelConfig fields; the pretrained_cfg ones timm always passes are ignored
 _KWARGS = {"num_classes": "num_classes", "in_chans": "in_chans", "img_size": "image_size", "drop_rate": "dropout"}
 _IGNORED = ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir")
+
+
+def _family(block: str) -> str:
+    """The family of ``block`` in a timm name: its spec's ``family`` (``mssa``, ``mhsa``, ``vit``, ``crate``), or
+    its name with ``_`` for ``-``."""
+    spec = block_spec(block)
+    return spec.family or spec.name.replace("-", "_")
 
 
 def timm_names() -> dict[str, str]:
@@ -32,7 +39,8 @@ def timm_names() -> dict[str, str]:
         if fields.get("task") != "image":
             continue
         size = _SIZE[preset.name.rsplit("-", 1)[1]]
-        names[f"aot_{_FAMILY[fields['block']]}_{size}_patch{fields['patch_size']}_{fields['image_size']}"] = preset.name
+        family = _family(fields["block"])
+        names[f"aot_{family}_{size}_patch{fields['patch_size']}_{fields['image_size']}"] = preset.name
     return names
 
 

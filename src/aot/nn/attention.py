@@ -65,6 +65,12 @@ class _AttentionCore(nn.Module):
         self.hook_pattern = HookPoint()  # (B, H, Tq, Tk) attention weights
         self.hook_z = HookPoint()  # (B, H, T, p) per-head outputs before the output projection
 
+    @staticmethod
+    def attention_flops(cfg: ModelConfig, n_keys: float) -> float:
+        """Forward FLOPs per query token of the attention over ``n_keys`` keys: per head q kᵀ (2·n_keys·p) and
+        pattern · v (2·n_keys·p)."""
+        return 2 * 2 * n_keys * cfg.n_head * cfg.p
+
     def _split(self, t: torch.Tensor) -> torch.Tensor:
         B, T, _ = t.shape  # (B, T, H*p) -> (B, H, T, p)
         return t.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
@@ -128,6 +134,12 @@ class MultiHeadSubspaceSelfAttention(_AttentionCore):
         self.out_proj = None if cfg.tied_output else nn.Linear(cfg.n_head * cfg.p, cfg.n_embd, bias=cfg.bias)
         self.hook_subspace = HookPoint()  # (B, K, T, p): the projections U_kᵀ z of every token
 
+    @staticmethod
+    def flops_per_token(cfg: ModelConfig) -> int:
+        """Forward FLOPs per token of the projections: U (d → K·p), then Uᵀ (tied) or W_O (K·p → d)."""
+        width = cfg.n_head * cfg.p
+        return 2 * cfg.n_embd * width + 2 * width * cfg.n_embd
+
     def bases(self) -> torch.Tensor:
         """The subspace bases U_k as a (K, d, p) tensor (U_k = bases()[k])."""
         W = self.subspace_proj.weight  # (K·p, d)
@@ -154,6 +166,12 @@ class MultiHeadSelfAttention(_AttentionCore):
         self.hook_q = HookPoint()
         self.hook_k = HookPoint()
         self.hook_v = HookPoint()
+
+    @staticmethod
+    def flops_per_token(cfg: ModelConfig) -> int:
+        """Forward FLOPs per token of the projections: W_QKV (d → 3d) and W_O (d → d)."""
+        d = cfg.n_embd
+        return 2 * d * 3 * d + 2 * d * d
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0

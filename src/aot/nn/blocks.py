@@ -18,6 +18,9 @@ fixed-size recurrent state.
 [2] as in the CRATE code; ``ista_residual=True`` adds the step instead: ``x + ISTA(LN(x)) − LN(x)``;
 ``ista_expand`` > 1 is CRATE-α's overcomplete step, ``x + D̂ a(LN(x))``.
 
+Each block type is one :class:`aot.blockspec.BlockSpec` in :mod:`aot.nn.specs`: one of the modules below with
+the mixer and feed-forward it is handed, its config rules and its FLOPs.
+
 AoT layer (docs/paper.md, eq. 2): ``Z ← Z + η · MSSA(LN(Z))``; η is absorbed into the weights unless
 ``residual_scale`` makes it an explicit learnable step size (scalar) or LayerScale (per channel).
 """
@@ -29,32 +32,19 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from aot.blockspec import block_spec
 from aot.config import ModelConfig
-from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
 from aot.nn.cache import LayerCache
-from aot.nn.feedforward import ISTA, GeluMLP, OvercompleteISTA, SwiGLU
 from aot.nn.hooks import HookPoint
-from aot.nn.linear_attention import LinearSelfAttention
-from aot.nn.mamba import MambaMixer
 from aot.nn.norms import make_norm
 
-BLOCK_REGISTRY: dict[str, Callable[[ModelConfig], nn.Module]] = {}
-
-
-def register_block(name: str) -> Callable[[Callable[[ModelConfig], nn.Module]], Callable[[ModelConfig], nn.Module]]:
-    """Register a block constructor under ``name``; a config then accepts ``block=name``
-    (``aot.config.block_types()`` reads this registry). A block in a new module is registered when the module
-    is imported: import it from ``aot/nn/__init__.py``."""
-
-    def wrap(factory: Callable[[ModelConfig], nn.Module]) -> Callable[[ModelConfig], nn.Module]:
-        BLOCK_REGISTRY[name] = factory
-        return factory
-
-    return wrap
+#: what a block is handed to build its token mixer and feed-forward with (``aot.blockspec.BlockSpec``)
+ModuleFactory = Callable[[ModelConfig], nn.Module]
 
 
 def make_block(cfg: ModelConfig) -> nn.Module:
-    return BLOCK_REGISTRY[cfg.block](cfg)
+    """One layer of ``cfg.block``, built from its registered spec (:mod:`aot.nn.specs`)."""
+    return block_spec(cfg.block).build(cfg)
 
 
 class ResidualScale(nn.Module):
@@ -69,23 +59,14 @@ class ResidualScale(nn.Module):
         return x if self.eta is None else x * self.eta
 
 
-def _attention(cfg: ModelConfig) -> nn.Module:
-    """The token mixer of a block: MSSA, MHSA, causal linear attention or Mamba's S6."""
-    if cfg.block == "linear-attn":
-        return LinearSelfAttention(cfg)
-    if cfg.block == "mamba":
-        return MambaMixer(cfg)
-    subspace = cfg.block in ("aot-mssa", "crate")
-    return MultiHeadSubspaceSelfAttention(cfg) if subspace else MultiHeadSelfAttention(cfg)
-
-
 class _Block(nn.Module):
-    """Pre-norm attention with a residual; subclasses say what follows it."""
+    """Pre-norm attention (``mixer``: MSSA, MHSA, linear attention, S6) with a residual; subclasses say what
+    follows it (``feedforward``)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, mixer: ModuleFactory) -> None:
         super().__init__()
         self.attn_norm = make_norm(cfg)
-        self.attn = _attention(cfg)
+        self.attn = mixer(cfg)
         self.attn_scale = ResidualScale(cfg)
         self.drop = nn.Dropout(cfg.dropout)
         self.hook_resid_pre = HookPoint()
@@ -98,26 +79,28 @@ class _Block(nn.Module):
         return x + self.drop(branch)
 
 
-@register_block("aot-mssa")
-@register_block("aot-mhsa")
-@register_block("linear-attn")
-@register_block("mamba")
 class AttentionOnlyBlock(_Block):
     """The AoT layer: ``x + η · attn(norm(x))`` and nothing else (``attn``: the block's token mixer)."""
+
+    def __init__(self, cfg: ModelConfig, mixer: ModuleFactory, feedforward: ModuleFactory | None = None) -> None:
+        if feedforward is not None:
+            raise ValueError("an attention-only block has no feed-forward; use TransformerBlock")
+        super().__init__(cfg, mixer)
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         return self.hook_resid_post(self.attention_step(x, cache))
 
 
-@register_block("transformer")
-@register_block("llama")
 class TransformerBlock(_Block):
-    """GPT-2 / ViT (GELU MLP, LayerNorm) or Llama (SwiGLU, RMSNorm, RoPE): attention then MLP, both residual."""
+    """Attention then a feed-forward, both pre-norm and residual: GPT-2 / ViT (MHSA, GELU MLP, LayerNorm) or
+    Llama (MHSA with RoPE, SwiGLU, RMSNorm)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: ModelConfig, mixer: ModuleFactory, feedforward: ModuleFactory | None = None) -> None:
+        if feedforward is None:
+            raise ValueError("a transformer block needs a feed-forward")
+        super().__init__(cfg, mixer)
         self.mlp_norm = make_norm(cfg)
-        self.mlp = SwiGLU(cfg) if cfg.block == "llama" else GeluMLP(cfg)
+        self.mlp = feedforward(cfg)
         self.hook_resid_mid = HookPoint()
         self.hook_mlp_out = HookPoint()
 
@@ -127,20 +110,22 @@ class TransformerBlock(_Block):
         return self.hook_resid_post(x)
 
 
-@register_block("crate")
 class CrateBlock(_Block):
     """CRATE: ``z = z + MSSA(LN(z))`` then ``z = ISTA(LN(z))`` — the sparse-coding step replaces the MLP and,
     as in the CRATE code, has no skip connection. With ``ista_residual`` the step is an increment of the
     residual stream instead, ``z = z + (ISTA(u) − u)`` with ``u = LN(z)``: the same proximal-gradient step, written
     the way the block already writes its MSSA step, so that what the step leaves alone stays in the stream. With
-    ``ista_expand`` C > 1 the step is CRATE-α's overcomplete one (:class:`OvercompleteISTA`), added to the stream:
-    ``z = z + D̂ a``."""
+    ``ista_expand`` C > 1 the step is CRATE-α's overcomplete one (:class:`aot.nn.feedforward.OvercompleteISTA`),
+    added to the stream: ``z = z + D̂ a``. ``feedforward`` builds the step
+    (:func:`aot.nn.feedforward.sparse_coding_step`)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: ModelConfig, mixer: ModuleFactory, feedforward: ModuleFactory | None = None) -> None:
+        if feedforward is None:
+            raise ValueError("a CRATE block needs its sparse-coding step")
+        super().__init__(cfg, mixer)
         self.mlp_norm = make_norm(cfg)
+        self.mlp = feedforward(cfg)
         self.overcomplete = cfg.ista_expand > 1
-        self.mlp = OvercompleteISTA(cfg) if self.overcomplete else ISTA(cfg)
         self.residual = cfg.ista_residual
         self.hook_resid_mid = HookPoint()
         self.hook_mlp_out = HookPoint()

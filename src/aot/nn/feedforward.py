@@ -27,6 +27,11 @@ class GeluMLP(nn.Module):
         self.down_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
         self.approximate = GELU_APPROXIMATE[cfg.activation]
 
+    @staticmethod
+    def flops_per_token(cfg: ModelConfig) -> int:
+        """Forward FLOPs per token: up (d → r·d) and down (r·d → d)."""
+        return 2 * 2 * cfg.n_embd * int(cfg.mlp_ratio * cfg.n_embd)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.gelu(self.up_proj(x), approximate=self.approximate))
 
@@ -48,6 +53,11 @@ class SwiGLU(nn.Module):
         self.up_proj = nn.Linear(cfg.n_embd, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, cfg.n_embd, bias=False)
 
+    @staticmethod
+    def flops_per_token(cfg: ModelConfig) -> int:
+        """Forward FLOPs per token: gate and up (d → h) and down (h → d)."""
+        return 3 * 2 * cfg.n_embd * swiglu_hidden(cfg.n_embd, cfg.mlp_ratio)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
@@ -63,6 +73,11 @@ class ISTA(nn.Module):
         self.dictionary = nn.Parameter(torch.empty(cfg.n_embd, cfg.n_embd))
         self.step = cfg.ista_step
         self.lambd = cfg.ista_lambda
+
+    @staticmethod
+    def flops_per_token(cfg: ModelConfig) -> int:
+        """Forward FLOPs per token: three d × d products, x D, (x D) Dᵀ and x Dᵀ."""
+        return 3 * 2 * cfg.n_embd * cfg.n_embd
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         D = self.dictionary
@@ -89,8 +104,29 @@ class OvercompleteISTA(nn.Module):
         self.step = cfg.ista_step
         self.lambd = cfg.ista_lambda
 
+    @staticmethod
+    def flops_per_token(cfg: ModelConfig) -> int:
+        """Forward FLOPs per token: four d × Cd products — u D (the first step), a Dᵀ and (a Dᵀ − u) D (the
+        second), a D̂ᵀ (decoding) — 2·d·Cd each, 8·C·d² in all."""
+        return 4 * 2 * cfg.n_embd * cfg.ista_expand * cfg.n_embd
+
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         D, shrink = self.encoder, self.step * self.lambd
         code = F.relu(self.step * (u @ D) - shrink)  # rows: a₁ᵀ = ReLU(η uᵀD − ηλ)
         code = F.relu(code - self.step * ((code @ D.t() - u) @ D) - shrink)
         return code @ self.decoder.t()
+
+
+def sparse_coding_class(cfg: ModelConfig) -> type[ISTA] | type[OvercompleteISTA]:
+    """CRATE's step: the complete ISTA step, or CRATE-α's overcomplete one when ``ista_expand`` > 1."""
+    return OvercompleteISTA if cfg.ista_expand > 1 else ISTA
+
+
+def sparse_coding_step(cfg: ModelConfig) -> nn.Module:
+    """The module of CRATE's step for ``cfg`` (:func:`sparse_coding_class`)."""
+    return sparse_coding_class(cfg)(cfg)
+
+
+def sparse_coding_flops(cfg: ModelConfig) -> int:
+    """Forward FLOPs per token of CRATE's step for ``cfg`` (:func:`sparse_coding_class`)."""
+    return sparse_coding_class(cfg).flops_per_token(cfg)
