@@ -203,11 +203,11 @@ class LMTask(Task[LMData]):
 
     def setup(self, run: LMRun, data: LMData, model: AotModel, device: torch.device) -> Setup:
         token_bytes = data.tokenizer.token_byte_lengths()
-        block = model.cfg.block_size
+        context = model.cfg.block_size  # tokens per window
 
         def periodic_eval(net: torch.nn.Module) -> dict[str, float]:
             scores = evaluate_lm(
-                net, data.splits["val"], block, token_bytes, run.eval.batch_size, run.eval.periodic_windows, device
+                net, data.splits["val"], context, token_bytes, run.eval.batch_size, run.eval.periodic_windows, device
             )
             return {"val_loss": scores["loss"], "val_nats_per_byte": scores["nats_per_byte"]}
 
@@ -219,16 +219,16 @@ class LMTask(Task[LMData]):
                 "split": [run.data.val_fraction, run.data.test_fraction],
             },
         }
-        batches = LMBatches(data.splits["train"], run.train.batch_size, block, seed=run.train.seed)
+        batches = LMBatches(data.splits["train"], run.train.batch_size, context, seed=run.train.seed)
         return Setup(batches, lm_loss, periodic_eval, fingerprint, state=token_bytes)
 
     def final_eval(self, run: LMRun, data: LMData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
-        block = trainer.model.cfg.block_size  # type: ignore[union-attr]
+        context = trainer.model.cfg.block_size  # type: ignore[union-attr]
         return {
             split: evaluate_lm(
                 trainer.model,
                 data.splits[split],
-                block,
+                context,
                 setup.state,
                 run.eval.batch_size,
                 run.eval.final_windows,
@@ -278,8 +278,8 @@ def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, 
         "model": model_summary(model, model.cfg),
         "data": data.info(),
         "train": {
-            "tokens": result.tokens,
-            "tokens_per_second": result.tokens_per_second,
+            "tokens": result.seen,
+            "tokens_per_second": result.seen_per_second,
             "mfu": result.mfu,
             "peak_flops": result.peak_flops,
             "precision": result.precision,

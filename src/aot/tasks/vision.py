@@ -277,9 +277,9 @@ class VisionTask(Task[ImageData]):
             "model": model_summary(model, model.cfg, "n_head", "norm", "residual_scale", "patch_size"),
             "data": data.info(),
             "train": {
-                "images": result.tokens,
+                "images": result.seen,
                 "epochs": setup.state.epochs(result.step),
-                "images_per_second": result.tokens_per_second,
+                "images_per_second": result.seen_per_second,
             },
             "val": final["val"],
             "test": final["test"],

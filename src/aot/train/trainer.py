@@ -146,10 +146,14 @@ EvalFn = Callable[[nn.Module], dict[str, float]]
 
 @dataclass
 class TrainResult:
+    """What :meth:`Trainer.fit` returns. ``seen`` counts what the batch rows held: ``batch rows ×
+    tokens_per_sample()`` — tokens for a language model, images for a classifier (one per row), prompts for
+    in-context regression — and ``seen_per_second`` is its rate over the training time."""
+
     step: int
-    tokens: int
+    seen: int
     train_seconds: float
-    tokens_per_second: float
+    seen_per_second: float
     last_loss: float
     losses: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss), the whole run (rank 0)
     evals: list[dict[str, Any]] = field(default_factory=list)
@@ -283,7 +287,7 @@ class Trainer:
             loss_sum = torch.tensor(float(pending[0]), dtype=torch.float32, device=self.device)
             loss_count = int(pending[1])
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
-        result = TrainResult(step=self.step, tokens=self.tokens_seen, train_seconds=0, tokens_per_second=0, last_loss=0)
+        result = TrainResult(step=self.step, seen=self.tokens_seen, train_seconds=0, seen_per_second=0, last_loss=0)
         result.peak_flops = peak
         result.precision = self.precision_choice
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
@@ -341,8 +345,8 @@ class Trainer:
         rows = read_metrics(self.out_dir) if main else []
         result.losses = [(int(r["step"]), float(r["loss"])) for r in rows if not r.get("eval")]
         result.evals = [{k: v for k, v in r.items() if k != "eval"} for r in rows if r.get("eval")]
-        result.step, result.tokens, result.train_seconds = self.step, self.tokens_seen, self.train_seconds
-        result.tokens_per_second = self.tokens_seen / max(self.train_seconds, 1e-9)
+        result.step, result.seen, result.train_seconds = self.step, self.tokens_seen, self.train_seconds
+        result.seen_per_second = self.tokens_seen / max(self.train_seconds, 1e-9)
         result.last_loss = result.losses[-1][1] if result.losses else float("nan")
         result.skipped_steps = self.skipped_steps
         return result
