@@ -36,6 +36,7 @@ test-all: $(STAMP)  ## every test, the slow ones too
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests examples benchmarks
 	$(VENV)/bin/ruff format --check src tests examples benchmarks
+	$(VENV)/bin/lint-imports  # the layers of pyproject.toml [tool.importlinter] (docs/architecture.md)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
