@@ -8,10 +8,8 @@ from typing import Any
 
 import torch
 
-from aot.bench.flops import flops_per_token
-from aot.config import ModelConfig
+from aot.bench.flops import training_flops_per_sample
 from aot.devices import resolve_device
-from aot.errors import AotError
 from aot.run_folder import check_writable_dir, write_results
 from aot.runinfo import machine_info
 from aot.tasks.protocol import Task, TaskRun
@@ -99,11 +97,3 @@ def assemble_results(task: Task, run: TaskRun, model: Any, result: TrainResult, 
             "evals": result.evals,
         },
     }
-
-
-def training_flops_per_sample(cfg: ModelConfig, seq_len: int) -> float | None:
-    """Useful (causal) model FLOPs of one training sample, or ``None`` when the block has no analytic count."""
-    try:
-        return seq_len * flops_per_token(cfg, seq_len).training_causal()
-    except AotError:
-        return None
