@@ -1,5 +1,7 @@
-"""benchmarks/lm/run.py plans its grid (positions x lr sweep x seeds), picks each model's best lr and draws
-quality per compute from the FLOP count of aot.bench.flops — checked here without training anything."""
+"""benchmarks/lm/run.py plans its grid (positions x lr sweep x seeds) through the sweep engine (aot.sweep), picks
+each model's best lr, reads gaps against GPT-2 on the same footing and draws quality per compute from the FLOP
+count of aot.bench.flops; headline.py renders results.json the way the store declares — checked here without
+training anything."""
 
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ from types import ModuleType
 import pytest
 
 from aot.bench.flops import flops_per_token
+from aot.errors import AotError
 from aot.models import preset_config
+from aot.sweep import read_store
+from aot.sweep.figures import quality_curves
+from aot.sweep.reference import reference_summary
 
 LM_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "lm"
 
@@ -48,6 +54,8 @@ def args(**changes) -> argparse.Namespace:  # type: ignore[no-untyped-def]
 
 
 def row(run, val_loss: float) -> dict:  # type: ignore[no-untyped-def]
+    built = run.build()
+    model = built.model_config()
     return {
         "key": run.key,
         "tag": run.tag,
@@ -55,20 +63,17 @@ def row(run, val_loss: float) -> dict:  # type: ignore[no-untyped-def]
         "model": run.model,
         "overrides": run.overrides,
         "position": run.position,
-        "lr": run.lr,
+        "lr": built.train.lr,  # as recorded: the lr the run trained with (the preset's when run.lr is None)
         "seed": run.seed,
         "extra": list(run.extra),
         "val_loss": val_loss,
+        "val_nats_per_byte": val_loss,  # bytes: one token is one byte
         "bigram_val_loss": 2.5,
         "tokens": run.steps * 16 * 256,
+        "n_layer": model.n_layer,
+        "n_embd": model.n_embd,
+        "run_dir": str(run.folder("runs/bench-lm")),
     }
-
-
-def test_best_lr_is_the_lowest_val_loss(bench):
-    rows = [{"lr": 1e-3, "val_loss": 2.6}, {"lr": 3e-3, "val_loss": 2.4}, {"lr": 1e-2, "val_loss": 2.5}]
-    assert bench.best_lr(rows) == 3e-3
-    assert bench.best_lr([{"lr": 1e-2, "val_loss": 2.4}, {"lr": 1e-3, "val_loss": 2.4}]) == 1e-3  # tie: smaller
-    assert bench.best_lr([]) is None
 
 
 def test_plan_sweeps_first_then_seeds_at_the_winner(bench):
@@ -81,7 +86,7 @@ def test_plan_sweeps_first_then_seeds_at_the_winner(bench):
     }
     rope = next(r for r in plan.runs if r.position == "rope" and r.lr == 3e-3)
     assert rope.overrides == ["model.position=rope", "train.lr=0.003"]
-    assert rope.config().model_config().position == "rope" and rope.config().train.lr == 3e-3
+    assert rope.build().model_config().position == "rope" and rope.build().train.lr == 3e-3
     # a half-done sweep releases nothing
     losses = {1e-3: 2.6, 3e-3: 2.4, 1e-2: 2.5}
     gpt2_learned = [r for r in plan.runs if r.model == "gpt2-cpu" and r.position == "learned"]
@@ -106,18 +111,20 @@ def test_plan_sweeps_first_then_seeds_at_the_winner(bench):
 
 def test_default_plan_keeps_the_recorded_keys(bench):
     """The comparison's command (no axes) plans exactly the runs results.json holds for tag main."""
-    store = json.loads((LM_BENCH / "results.json").read_text())
+    store = read_store(LM_BENCH / "results.json")
     plan = bench.make_plan(
         args(tag="main", tokenizers=bench.TOKENIZERS, models=bench.MODELS, positions=None, lrs=None, seeds=[0]), store
     )
     recorded = {r["key"] for r in store["runs"] if r["tag"] == "main"}
     assert recorded <= {r.key for r in plan.runs} and not plan.pending
+    assert store["sweep"] == bench.SPEC.to_dict()  # the store says how run.py reads it (headline.py reads it so)
     assert {r.model for r in plan.runs if r.key not in recorded} <= {"crate-res-l-cpu"}  # added after the rows
 
 
-def test_rows_recorded_before_the_axes_join_a_sweep(bench):
-    """A main row (lr 1e-3 from the preset, no lr / seed fields) is the 1e-3 point of a sweep in tag main."""
-    store = json.loads((LM_BENCH / "results.json").read_text())
+def test_rows_at_the_preset_lr_join_a_sweep(bench):
+    """A main row (lr 1e-3 from the preset: no train.lr override, so its key predates the lr axis) is the 1e-3
+    point of a sweep in tag main."""
+    store = read_store(LM_BENCH / "results.json")
     sweep = args(tag="main", models=["gpt2-cpu"], positions=None, lrs=[1e-3, 3e-3], seeds=[0, 1])
     plan = bench.make_plan(sweep, store)
     main_row = next(r for r in store["runs"] if r["tag"] == "main" and r["model"] == "gpt2-cpu")
@@ -143,32 +150,33 @@ def test_seed_summary_and_quality_curves_use_the_flop_counter(bench, tmp_path):
             train_flops_per_token=run.training_flops_per_token(),
             evals=[{"tokens": 4096, "val_loss": r["val_loss"] + 1}, {"tokens": 8192, "val_loss": r["val_loss"]}],
         )
-    (summary,) = bench.seed_summary(store)
-    assert summary["lr"] == 3e-3 and summary["seeds"] == [0, 1]
-    assert summary["val_mean"] == pytest.approx(2.55) and (summary["val_min"], summary["val_max"]) == (2.5, 2.6)
-    (curve,) = bench.quality_curves(store, "grid")
+    (summary,) = bench.SPEC.summaries(store["runs"])
+    assert summary.lr == 3e-3 and summary.seeds == [0, 1]
+    assert summary.mean == pytest.approx(2.55) and (summary.min, summary.max) == (2.5, 2.6)
+    (curve,) = quality_curves([summary])
     cfg = preset_config("aot-mssa-l-cpu", vocab_size=256, block_size=256, position="rope")
     per_token = flops_per_token(cfg, 256).training_causal()
     assert curve["flops"] == [4096 * per_token, 8192 * per_token]
     assert curve["seconds"] == pytest.approx([4.096, 8.192])
-    assert curve["val_loss"] == pytest.approx([3.55, 2.55])
+    assert curve["values"] == pytest.approx([3.55, 2.55])
+    assert curve["label"] == "grid bytes aot-mssa-l-cpu rope 36×256 (lr 0.003, 2 seeds)"
     store["machine"] = {"platform": "x", "cpu_count": 2, "torch_threads": 2, "torch": "t", "date": "d"}
     for r in store["runs"]:
-        r.update(n_layer=36, non_embedding_params=1, tokens=8192, test_loss=2.0, val_nats_per_byte=2.0)
+        r.update(n_layer=36, non_embedding_params=1, tokens=8192, test_loss=2.0)
         r.update(train_seconds=1.0)
     text = bench.markdown(store)
     assert (
         "| grid | bytes | aot-mssa-l-cpu | rope | — | 0.001 0.003 0.01 | 0.003 | 2 | 2.5500 (2.5000-2.6000) |" in text
     )
     pytest.importorskip("matplotlib")
-    png = bench.draw_quality_per_compute(store, "grid", tmp_path / "q.png")
+    png = bench.draw_figure(store, ["grid"], tmp_path / "q.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(SystemExit, match="no runs"):
-        bench.draw_quality_per_compute(store, "other", tmp_path / "none.png")
+    with pytest.raises(AotError, match="no runs with periodic evaluations"):
+        bench.draw_figure(store, ["other"], tmp_path / "none.png")
 
 
 def test_plan_prints_done_runs_and_the_time_still_needed(bench, capsys, tmp_path):
-    store = json.loads((LM_BENCH / "results.json").read_text())
+    store = read_store(LM_BENCH / "results.json")
     store["runs"] = [r for r in store["runs"] if r["model"] != "crate-res-l-cpu"]  # as if its row were still to run
     plan = bench.make_plan(
         args(
@@ -191,23 +199,24 @@ def test_plan_prints_done_runs_and_the_time_still_needed(bench, capsys, tmp_path
 
 def test_recording_a_run_keeps_rows_another_lane_wrote_meanwhile(bench, tmp_path):
     """Two lanes of run.py each hold the store they loaded at start: recording a run re-reads results.json first,
-    so neither drops the other's rows."""
+    so neither drops the other's rows; a run whose folder holds a finished results.json is recorded without
+    training, and table.md is rewritten."""
     mine = bench.Run("lanes", "bytes", "gpt2-cpu", 250, "rope", 3e-3)
     theirs = bench.Run("lanes", "bytes", "crate-l-cpu", 250, "rope", 3e-3)
     results_path = tmp_path / "results.json"
-    stale = {"runs": []}  # what this lane loaded before the other lane recorded its row
     their_row = {
         **row(theirs, 2.9),
-        **dict(n_layer=24, non_embedding_params=4_750_000, tokens=1_024_000, test_loss=2.95, val_nats_per_byte=2.9),
-        **dict(tokens_per_second=2000.0, train_seconds=512.0),
+        **dict(non_embedding_params=4_750_000, tokens=1_024_000, test_loss=2.95, tokens_per_second=2000.0),
+        **dict(train_seconds=512.0),
     }
-    results_path.write_text(json.dumps({"runs": [their_row]}))
+    results_path.write_text(json.dumps({"runs": [their_row], "machine": {}}))
     out = mine.folder(tmp_path / "runs")
     out.mkdir(parents=True)
     result = {
+        "task": "lm",
         "config": {"train": {"lr": 3e-3}},
         "seed": 0,
-        "model": {"block": "transformer", "n_layer": 6, "non_embedding_params": 4_740_000},
+        "model": {"block": "transformer", "n_layer": 6, "n_embd": 256, "non_embedding_params": 4_740_000},
         "train": {
             "tokens": 1_024_000,
             "tokens_per_second": 3000.0,
@@ -221,9 +230,11 @@ def test_recording_a_run_keeps_rows_another_lane_wrote_meanwhile(bench, tmp_path
         "machine": {"date": "2026-12-01"},
     }
     (out / "results.json").write_text(json.dumps(result))
-    bench.train_one(mine, argparse.Namespace(runs=str(tmp_path / "runs"), lock=None), stale, results_path)
-    recorded = json.loads(results_path.read_text())["runs"]
-    assert {r["model"]: r["val_loss"] for r in recorded} == {"crate-l-cpu": 2.9, "gpt2-cpu": 2.4}
+    lane = args(tag="lanes", models=["gpt2-cpu"], positions=["rope"], lrs=[3e-3], seeds=[0])
+    bench.run_grid(argparse.Namespace(**vars(lane), runs=str(tmp_path / "runs"), lock=None), results_path)
+    store = read_store(results_path)
+    assert {r["model"]: r["val_loss"] for r in store["runs"]} == {"crate-l-cpu": 2.9, "gpt2-cpu": 2.4}
+    assert store["sweep"] == bench.SPEC.to_dict()
     assert "| lanes | bytes | gpt2-cpu |" in (tmp_path / "table.md").read_text()
 
 
@@ -269,16 +280,17 @@ def test_a_shape_override_is_measured_against_gpt2_of_the_same_positions_and_bud
     init = ("model.init_std=0.05",)
     store_init = {"runs": [*store["runs"], r("gpt2-cpu", 1.85, tag="recipe", lr=3e-3, extra=init)]}
     assert bench.reference_loss(store_init, r("aot-mhsa-l-cpu", 1.9, tag="recipe", extra=wide + init)) == 1.85
-    summary = bench.seed_summary({"runs": [*store["runs"], contender]})
-    wide_row = next(s for s in summary if s["tag"] == "rope-wide")
-    assert bench.summary_reference(summary, wide_row) == pytest.approx((1.9 + 1.92) / 2)
+    summary = bench.SPEC.summaries([*store["runs"], contender])
+    wide_row = next(s for s in summary if s.get("tag") == "rope-wide")
+    ref = reference_summary(summary, wide_row, bench.REFERENCE)
+    assert ref is not None and ref.mean == pytest.approx((1.9 + 1.92) / 2)
 
 
 def test_every_headline_command_plans_exactly_the_recorded_runs_behind_its_row(bench):
     """benchmarks/lm/headline.py prints a command per row; given to run.py, it must plan the very runs (same
     keys) whose seeds the row averages, so a reader re-running it skips them all and reproduces the row."""
     headline = load_script("bench_lm_headline", LM_BENCH / "headline.py")
-    store = json.loads((LM_BENCH / "results.json").read_text())
+    store = read_store(LM_BENCH / "results.json")
     rows = headline.headline_rows(store)
     assert rows, "results.json has no headline rows"
     for r in rows:
@@ -288,12 +300,26 @@ def test_every_headline_command_plans_exactly_the_recorded_runs_behind_its_row(b
         s = r["summary"]
         recorded = {
             x["key"]
-            for x in map(bench.with_axes, store["runs"])
-            if (x["tag"], x["tokenizer"], x["model"], x["position"], x["extra"])
-            == (s["tag"], s["tokenizer"], s["model"], s["position"], s["extra"])
-            and (x["seed"] == 0 or x["lr"] == s["lr"])
+            for x in store["runs"]
+            if {k: x[k] for k in s.config} == s.config and (x["seed"] == 0 or x["lr"] == s.lr)
         }
         assert {run.key for run in plan.runs} == recorded, r["command"]
+
+
+def test_recorded_table_and_headline_blocks_are_rendered_from_results_json(bench):
+    """table.md, the headline block of both READMEs and the gap-along block are exactly what the scripts render
+    from results.json (a changed rule or a new row shows here until they are re-rendered)."""
+    from aot.runinfo import replace_marked_block
+
+    headline = load_script("bench_lm_headline_blocks", LM_BENCH / "headline.py")
+    store = read_store(LM_BENCH / "results.json")
+    assert (LM_BENCH / "table.md").read_text() == bench.markdown(store)
+    for path, commands in ((LM_BENCH.parents[1] / "README.md", False), (LM_BENCH / "README.md", True)):
+        text = path.read_text()
+        rendered = replace_marked_block(text, headline.BLOCK, headline.markdown(store, commands), path.name)
+        if commands:
+            rendered = replace_marked_block(rendered, headline.ALONG_BLOCK, headline.along_markdown(store), path.name)
+        assert rendered == text, path
 
 
 def test_init_probe_measures_attention_against_closed_forms_and_renders_its_json():
@@ -327,12 +353,13 @@ def test_gap_along_the_longer_runs_is_each_contender_against_its_own_gpt2_at_eac
         return {**row(run, evals[-1][1]), "evals": [{"tokens": t, "val_loss": v} for t, v in evals]}
 
     store = {
+        "sweep": bench.SPEC.to_dict(),
         "runs": [
             r("gpt2-cpu", [(1, 3.0), (2, 2.0)]),  # default init: not the contender's reference
             r("gpt2-cpu", [(1, 2.0), (2, 1.6), (3, 1.5)], extra=init),
             r("aot-mhsa-l-cpu", [(1, 2.2), (2, 1.7), (4, 1.6)], lr=1e-3, extra=wide + init),
             r("aot-mhsa-l-cpu", [(1, 2.4), (2, 1.9), (4, 1.6)], lr=1e-3, seed=1, extra=wide + init),
-        ]
+        ],
     }
     (along,) = headline.along_rows(store)
     assert along["shape"] == "8 × 384"

@@ -8,33 +8,25 @@ below the bigram it is, the same model at 4x the tokens where recorded, and the 
                                                                # <!-- lm:along --> block of the latter, and
                                                                # draw quality_per_compute-headline.png
 
-The rows are the seed summaries (``run.seed_summary``) of the tags in ``TAGS``; nothing here is typed by hand, so
-a seed that lands changes the table the next time this runs.
+The rows are the seed summaries of the tags in ``TAGS``, read from results.json the way its ``sweep`` entry
+declares (`aot.sweep`: the best lr is the seed-0 sweep winner; gaps to GPT-2 on the same footing); nothing here is
+typed by hand, so a seed that lands changes the table the next time this runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from aot.runinfo import replace_marked_block
+from aot.sweep import Reference, Summary, SweepSpec, read_store, store_spec
+from aot.sweep.figures import draw_quality_per_compute
+from aot.sweep.reference import gap, reference_summary
+from aot.sweep.selection import mean_curve
+from aot.sweep.training import build_run
+
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE)]
-from run import (  # noqa: E402  (benchmarks/lm/run.py)
-    REFERENCE,
-    draw_quality_per_compute,
-    mean_evals,
-    model_shape,
-    recipe_overrides,
-    seed_summary,
-    summary_reference,
-    summary_reference_entry,
-    summary_runs,
-)
-
-from aot.runinfo import replace_marked_block  # noqa: E402
-
 #: tags whose rows make the headline (all with rotary positions, 1.02 M tokens); ``rope-4x`` fills the 4x column
 TAGS = ("rope", "rope-wide", "tied-recipe")
 LONGER = "rope-4x"
@@ -49,6 +41,8 @@ NAMES = {
     "crate-l-cpu": "CRATE",
     "crate-alpha-l-cpu": "CRATE-α, overcomplete dictionary",
 }
+#: run.py's --steps default (a row's command names --steps only when it differs)
+DEFAULT_STEPS = 250
 BLOCK = "lm:headline"
 ALONG_BLOCK = "lm:along"
 FIGURE = "quality_per_compute-headline.png"
@@ -59,59 +53,83 @@ def lr_text(lr: float) -> str:
     return f"{lr:.0e}".replace("e-0", "e-")
 
 
-def command(s: dict) -> str:
+def read_spec(store: dict) -> tuple[SweepSpec, Reference]:
+    """How results.json is read (its ``sweep`` entry, written by run.py) and its GPT-2 reference."""
+    spec = store_spec(store)
+    assert spec.reference is not None, "benchmarks/lm/results.json declares no reference"
+    return spec, spec.reference
+
+
+def steps_of(tokens: int, preset: str) -> int:
+    """The optimizer steps of a run of ``tokens`` training tokens at ``preset`` (batch x context)."""
+    run = build_run("lm", preset)
+    return tokens // (run.train.batch_size * run.model_config().block_size)
+
+
+def command(s: Summary, preset: str) -> str:
     """The run.py command that trains (or, when done, skips) every run behind summary row ``s``."""
+    c = s.config
     parts = [
         "python benchmarks/lm/run.py",
-        f"--tag {s['tag']}",
-        f"--tokenizers {s['tokenizer']}",
-        f"--models {s['model']}",
+        f"--tag {c['tag']}",
+        f"--tokenizers {c['tokenizer']}",
+        f"--models {c['model']}",
     ]
-    if s["position"]:
-        parts.append(f"--positions {s['position']}")
-    parts.append("--lrs " + " ".join(lr_text(lr) for lr in s["lrs_tried"]))
-    parts.append("--seeds " + " ".join(str(seed) for seed in s["seeds"]))
-    steps = s["tokens"] // (16 * 256)
-    if steps != 250:
+    if c["position"]:
+        parts.append(f"--positions {c['position']}")
+    parts.append("--lrs " + " ".join(lr_text(lr) for lr in s.lrs_tried))
+    parts.append("--seeds " + " ".join(str(seed) for seed in s.seeds))
+    steps = steps_of(s.get("tokens"), preset)
+    if steps != DEFAULT_STEPS:
         parts.append(f"--steps {steps}")
-    parts += [f"--set {o}" for o in s["extra"]]
+    parts += [f"--set {o}" for o in c["extra"]]
     return " ".join(parts)
+
+
+def shape(s: Summary) -> tuple[int, int]:
+    """(layers, width) of a summary row's model, as its runs recorded them."""
+    return s.get("n_layer"), s.get("n_embd")
+
+
+def reference_gap(summary: list[Summary], s: Summary | None, reference: Reference) -> float | None:
+    """``s``'s mean val loss relative to its GPT-2's (None for GPT-2 itself, or without a GPT-2)."""
+    if s is None or s.get(reference.field) == reference.value:
+        return None
+    ref = reference_summary(summary, s, reference)
+    return None if ref is None else gap(s.mean, ref.mean)
 
 
 def headline_rows(store: dict) -> list[dict]:
     """One dict per headline row, in table order: the summary row and what the table shows of it."""
-    summary = seed_summary(store)
-    longer = {(s["tokenizer"], s["model"], tuple(s["extra"])): s for s in summary if s["tag"] == LONGER}
+    spec, reference = read_spec(store)
+    summary = spec.summaries(store["runs"])
+    longer = {(s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))): s for s in summary if s.get("tag") == LONGER}
     rows = []
     for s in summary:
-        if s["tag"] not in TAGS or s["position"] != "rope":
+        if s.get("tag") not in TAGS or s.get("position") != "rope":
             continue
-        ref = summary_reference(summary, s)
-        layers, width = model_shape(s)
-        head_dim = [o.split("=", 1)[1] for o in s["extra"] if o.startswith("model.head_dim=")]
-        more = longer.get((s["tokenizer"], s["model"], tuple(s["extra"])))
-        more_ref = summary_reference(summary, more) if more else None
+        layers, width = shape(s)
+        head_dim = [o.split("=", 1)[1] for o in s.get("extra") if o.startswith("model.head_dim=")]
+        more = longer.get((s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))))
         rows.append(
             {
                 "summary": s,
-                "name": NAMES.get(s["model"], s["model"]),
+                "name": NAMES.get(s.get("model"), s.get("model")),
                 "width": width,
                 "shape": f"{layers} × {width}" + "".join(f" (p = {p})" for p in head_dim),
-                "recipe": " ".join(recipe_overrides(s["extra"])),
-                "gap": None if ref is None or s["model"] == REFERENCE else (s["val_mean"] - ref) / ref,
+                "recipe": " ".join(reference.recipe(s.get("extra"))),
+                "gap": reference_gap(summary, s, reference),
                 "longer": more,
-                "longer_gap": None
-                if more is None or more_ref is None or s["model"] == REFERENCE
-                else (more["val_mean"] - more_ref) / more_ref,
-                "command": command(s),
+                "longer_gap": reference_gap(summary, more, reference),
+                "command": command(s, spec.preset),
             }
         )
     order = list(NAMES)
     rows.sort(
         key=lambda r: (
-            r["summary"]["tokenizer"] != "bytes",
-            r["summary"]["tokenizer"],
-            order.index(r["summary"]["model"]) if r["summary"]["model"] in order else len(order),
+            r["summary"].get("tokenizer") != "bytes",
+            r["summary"].get("tokenizer"),
+            order.index(r["summary"].get("model")) if r["summary"].get("model") in order else len(order),
             r["width"],
             r["recipe"],
         )
@@ -119,10 +137,10 @@ def headline_rows(store: dict) -> list[dict]:
     return rows
 
 
-def spread(s: dict) -> str:
-    if len(s["seeds"]) == 1:
-        return f"{s['val_mean']:.3f} (1 seed)"
-    return f"{s['val_mean']:.3f} ({s['val_min']:.3f}-{s['val_max']:.3f}, {len(s['seeds'])} seeds)"
+def spread(s: Summary) -> str:
+    if len(s.seeds) == 1:
+        return f"{s.mean:.3f} (1 seed)"
+    return f"{s.mean:.3f} ({s.min:.3f}-{s.max:.3f}, {len(s.seeds)} seeds)"
 
 
 def markdown(store: dict, commands: bool = True) -> str:
@@ -132,22 +150,22 @@ def markdown(store: dict, commands: bool = True) -> str:
     lines = [head + (" command |" if commands else ""), "|---" * (9 + commands) + "|"]
     for r in headline_rows(store):
         s = r["summary"]
-        gap = "—" if r["gap"] is None else f"{100 * r['gap']:+.1f} %"
+        gap_cell = "—" if r["gap"] is None else f"{100 * r['gap']:+.1f} %"
         longer = "—"
         if r["longer"] is not None:
             longer = spread(r["longer"])
             if r["longer_gap"] is not None:
                 longer += f", {100 * r['longer_gap']:+.1f} %"
-        lrs = " / ".join(lr_text(lr) for lr in s["lrs_tried"]) + f": {lr_text(s['lr'])}"
+        lrs = " / ".join(lr_text(lr) for lr in s.lrs_tried) + f": {lr_text(s.lr)}"
         cells = [
-            s["tokenizer"],
+            s.get("tokenizer"),
             r["name"],
             r["shape"],
             r["recipe"] or "—",
             lrs,
             spread(s),
-            gap,
-            f"{s['bigram'] - s['val_mean']:+.3f}",
+            gap_cell,
+            f"{s.get('bigram_val_loss') - s.mean:+.3f}",
             longer,
         ]
         if commands:
@@ -158,23 +176,27 @@ def markdown(store: dict, commands: bool = True) -> str:
 
 def along_rows(store: dict) -> list[dict]:
     """The gap to GPT-2 along the longer runs (tag ``LONGER``): for each contender, its mean periodic val loss
-    over seeds against that of its GPT-2 (:func:`run.summary_reference_entry`: same tokenizer, positions, budget and
-    recipe) at every token count both evaluated."""
-    summary = [s for s in seed_summary(store) if s["tag"] == LONGER]
+    over seeds against that of its GPT-2 (same tokenizer, positions, budget and recipe:
+    :func:`aot.sweep.reference.reference_summary`) at every token count both evaluated."""
+    spec, reference = read_spec(store)
+    summary = [s for s in spec.summaries(store["runs"]) if s.get("tag") == LONGER]
     rows = []
     for s in summary:
-        if s["model"] == REFERENCE or not (runs := summary_runs(store, s, with_evals=True)):
+        runs = [r for r in s.rows if r.get("evals")]
+        if s.get(reference.field) == reference.value or not runs:
             continue
-        ref = summary_reference_entry(summary, s)
-        if ref is None or not (ref_runs := summary_runs(store, ref, with_evals=True)):
+        ref = reference_summary(summary, s, reference)
+        ref_runs = [] if ref is None else [r for r in ref.rows if r.get("evals")]
+        if not ref_runs:
             continue
-        tokens, val = mean_evals(runs)
-        ref_at = dict(zip(*mean_evals(ref_runs), strict=True))
-        layers, width = model_shape(s)
+        tokens, val = mean_curve(runs)
+        ref_at = dict(zip(*mean_curve(ref_runs), strict=True))
+        layers, width = shape(s)
         rows.append(
             {
                 "summary": s,
                 "shape": f"{layers} × {width}",
+                "recipe": " ".join(reference.recipe(s.get("extra"))) or "—",
                 "gaps": {t: (v - ref_at[t]) / ref_at[t] for t, v in zip(tokens, val, strict=True) if t in ref_at},
             }
         )
@@ -189,8 +211,7 @@ def along_markdown(store: dict) -> str:
     lines = [head, "|---" * (4 + len(points)) + "|"]
     for r in rows:
         s = r["summary"]
-        recipe = " ".join(recipe_overrides(s["extra"])) or "—"
-        cells = [s["tokenizer"], NAMES.get(s["model"], s["model"]), r["shape"], recipe]
+        cells = [s.get("tokenizer"), NAMES.get(s.get("model"), s.get("model")), r["shape"], r["recipe"]]
         cells += [f"{100 * r['gaps'][t]:+.1f} %" if t in r["gaps"] else "—" for t in points]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -200,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="rewrite the lm:headline blocks of both READMEs")
     args = parser.parse_args(argv)
-    store = json.loads((HERE / "results.json").read_text())
+    store = read_store(HERE / "results.json")
     print(markdown(store))
     if args.write:
         for path, commands in ((HERE.parents[1] / "README.md", False), (HERE / "README.md", True)):
@@ -210,7 +231,15 @@ def main(argv: list[str] | None = None) -> int:
                 text = replace_marked_block(text, ALONG_BLOCK, along_markdown(store), path.name)
             path.write_text(text)
             print(f"wrote the {BLOCK} block of {path}")
-        print(f"wrote {draw_quality_per_compute(store, list(TAGS), HERE / FIGURE)}")
+        summaries = [s for s in store_spec(store).summaries(store["runs"]) if s.get("tag") in TAGS]
+        figure = draw_quality_per_compute(
+            summaries,
+            HERE / FIGURE,
+            f"Quality per compute, tags {', '.join(TAGS)}",
+            "val loss (nats / token, 16 windows)",
+            solid={"tokenizer": "bytes"},
+        )
+        print(f"wrote {figure}")
     return 0
 
 

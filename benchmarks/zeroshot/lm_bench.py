@@ -11,32 +11,29 @@ not committed; `benchmarks/lm/run.py` with the row's command retrains one.
 from __future__ import annotations
 
 import argparse
-import json
+import subprocess
 import sys
 from pathlib import Path
 
 from aot.cli import main as aot_main
+from aot.sweep import best_row, read_store, store_spec
+from aot.sweep.training import finished_results
 
 HERE = Path(__file__).resolve().parent
-LM_BENCH = HERE.parent / "lm"
-sys.path[:0] = [str(HERE), str(LM_BENCH)]
-import table  # noqa: E402  (benchmarks/zeroshot/table.py)
-from run import best_lr, run_folder  # noqa: E402  (benchmarks/lm/run.py: the sweep's own choice and naming)
-
+LM_RESULTS = HERE.parent / "lm" / "results.json"
 MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "aot-mssa-tied-l-cpu"]
 
 
 def best_run_folders(store: dict, tag: str, tokenizer: str, runs: Path, models: list[str]) -> list[Path]:
-    """The folder of each model's seed-0 run at its best lr in ``tag`` (models without rows are left out)."""
-    rows = [r for r in store["runs"] if r["tag"] == tag and r["tokenizer"] == tokenizer and r.get("seed", 0) == 0]
+    """The folder (under ``runs``) of each model's seed-0 run at its best lr in ``tag`` (the sweep's own choice,
+    by the metric the store declares); models without rows are left out."""
+    metric = store_spec(store).metric
+    rows = [r for r in store["runs"] if r["tag"] == tag and r["tokenizer"] == tokenizer and r["seed"] == 0]
     folders = []
     for model in models:
-        mine = [r for r in rows if r["model"] == model]
-        lr = best_lr(mine)
-        if lr is None:
-            continue
-        best = next(r for r in mine if r["lr"] == lr)
-        folders.append(run_folder(runs, tag, tokenizer, model, best["key"]))
+        best = best_row([r for r in rows if r["model"] == model], metric)
+        if best is not None:
+            folders.append(runs / Path(best["run_dir"]).name)
     return folders
 
 
@@ -48,15 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/bench-lm", help="where benchmarks/lm/run.py wrote the runs")
     parser.add_argument("--out", help="output folder (default benchmarks/zeroshot/lm-bench-TAG)")
     args = parser.parse_args(argv)
-    store = json.loads((LM_BENCH / "results.json").read_text())
-    folders = best_run_folders(store, args.tag, args.tokenizer, Path(args.runs), args.models)
-    missing = [str(f) for f in folders if not (f / "results.json").is_file()]
+    folders = best_run_folders(read_store(LM_RESULTS), args.tag, args.tokenizer, Path(args.runs), args.models)
+    missing = [str(f) for f in folders if finished_results(f) is None]
     if not folders or missing:
         raise SystemExit(f"lm_bench.py: error: no finished runs of tag {args.tag!r} here ({', '.join(missing)})")
     out = Path(args.out or HERE / f"lm-bench-{args.tag}")
     code = aot_main(["eval", "lm", *map(str, folders), "--task", "austen", "--out", str(out)])
-    if code == 0:
-        print(table.main(out), end="")
+    if code == 0:  # the table, by its own script (benchmarks/zeroshot/table.py)
+        code = subprocess.run([sys.executable, str(HERE / "table.py"), str(out)], check=False).returncode
     return code
 
 

@@ -12,13 +12,19 @@ from typing import Any
 from aot.errors import AotError
 from aot.sweep.selection import Summary, mean_curve
 
+#: overrides a legend leaves out: the shape it shows as layers × width
+SHAPE_FIELDS = ("model.n_layer=", "model.n_embd=", "model.n_head=")
+
 
 def summary_label(s: Summary) -> str:
-    """A config's legend entry: its group values, its shape (layers × width) where recorded, lr and seeds."""
-    values = " ".join(str(v if not isinstance(v, list) else " ".join(v)) for v in s.config.values() if v)
+    """A config's legend entry: its group values (list values: the overrides, less those of the shape), its shape
+    (layers × width) where recorded, lr and seeds."""
+    values = []
+    for v in s.config.values():
+        values += [o for o in v if not o.startswith(SHAPE_FIELDS)] if isinstance(v, list) else [str(v)] if v else []
     row = s.rows[0]
     shape = f" {row['n_layer']}×{row['n_embd']}" if "n_layer" in row and "n_embd" in row else ""
-    return f"{values}{shape} (lr {s.lr:g}, {len(s.rows)} seed{'s' if len(s.rows) > 1 else ''})"
+    return f"{' '.join(values)}{shape} (lr {s.lr:g}, {len(s.rows)} seed{'s' if len(s.rows) > 1 else ''})"
 
 
 def quality_curves(summaries: Sequence[Summary], y: str = "val_loss") -> list[dict[str, Any]]:
@@ -58,7 +64,7 @@ def draw_quality_per_compute(
     curves = quality_curves(summaries)
     if not curves:
         raise AotError(f"nothing to draw for {title!r}: no runs with periodic evaluations")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5 + 0.09 * len(curves)), sharey=True, layout="constrained")
     for curve in curves:
         s = curve["summary"]
         style = "--" if solid and any(s.get(k) != v for k, v in solid.items()) else "-"
@@ -68,9 +74,8 @@ def draw_quality_per_compute(
     axes[0].set_xlabel("training FLOPs (model FLOPs, causal attention)")
     axes[1].set_xlabel("training seconds on this machine (shared CPU: ±30 %)")
     axes[0].set_ylabel(y_label)
-    axes[0].legend(fontsize=6)
+    fig.legend(loc="outside lower center", ncols=2, fontsize=6)
     fig.suptitle(title)
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
