@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from aot.blockspec import output_tying
 from aot.errors import AotError
 from aot.models.factory import build_model
 from aot.models.presets import PRESETS
@@ -35,7 +36,7 @@ def preset_rows(task: str | None = None) -> list[dict[str, Any]]:
                 n_layer=cfg.n_layer,
                 n_embd=cfg.n_embd,
                 n_head=cfg.n_head,
-                tied_output=cfg.tied_output if "mssa" in cfg.block else None,
+                tied_output=output_tying(cfg),
                 params=params,
                 non_embedding=non_embedding,
                 paper_params=preset.paper_params,
