@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,12 +17,18 @@ from aot.nn.attention import causal_mask, reference_attention
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench"
 
 
-def load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+def load_benchmark(name: str, path: Path) -> ModuleType:
+    """A benchmark script as a module (registered, so its dataclasses find their module)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_script(name: str) -> ModuleType:
+    return load_benchmark(f"bench_{name}", BENCH / f"{name}.py")
 
 
 @pytest.mark.parametrize("T", [1, 5, 16, 37])
@@ -155,10 +162,7 @@ def test_compiled_models_compute_the_eager_loss_and_gradients():
 def test_readme_vision_table_is_rendered_from_the_vision_record():
     """The README's vision table (test top-1 per model, data set and budget) is exactly what
     benchmarks/vision/run.py renders from benchmarks/vision/results.json."""
-    spec = importlib.util.spec_from_file_location("vision_run", BENCH.parent / "vision" / "run.py")
-    assert spec is not None and spec.loader is not None
-    vision = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(vision)
+    vision = load_benchmark("vision_run", BENCH.parent / "vision" / "run.py")
     store = json.loads((BENCH.parent / "vision" / "results.json").read_text())
     table = vision.readme_table(store)
     assert f"<!-- {vision.README_MARKER} -->\n{table}\n<!-- /{vision.README_MARKER} -->" in vision.README.read_text()
@@ -167,20 +171,35 @@ def test_readme_vision_table_is_rendered_from_the_vision_record():
         assert f"| {vision.NAMES[model]} |" in table
 
 
-def test_icl_script_keeps_the_rows_of_a_concurrent_lane(tmp_path):
-    """benchmarks/icl/run.py's record_run re-reads results.json before adding its row: two lanes that started from
-    the same file both keep their runs, and an existing row is replaced, not duplicated."""
-    spec = importlib.util.spec_from_file_location("icl_run", BENCH.parent / "icl" / "run.py")
-    assert spec is not None and spec.loader is not None
-    icl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(icl)
-    store = tmp_path / "results.json"
-    icl.record_run(store, "d10/linear/gpt2", {"eval": {"k=2d": 0.9}})
-    icl.record_run(store, "d10/linear/aot-mssa", {"eval": {"k=2d": 1.0}})  # the other lane
-    icl.record_run(store, "d10/linear/gpt2", {"eval": {"k=2d": 0.5}})  # a rerun of the first
-    runs = json.loads(store.read_text())["runs"]
-    assert runs == {"d10/linear/gpt2": {"eval": {"k=2d": 0.5}}, "d10/linear/aot-mssa": {"eval": {"k=2d": 1.0}}}
-    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no scratch file left behind
+def test_icl_script_reuses_a_finished_run_and_records_it_under_its_tag_task_model_key(tmp_path):
+    """benchmarks/icl/run.py goes through the sweep engine: a run whose folder holds a finished results.json is
+    recorded without training, as a row keyed tag/task/model with its command; every recorded row's command
+    trains into the folder its key names (so a rerun of that command finds and reuses it)."""
+    from aot.sweep import read_store, run_trial
+
+    icl = load_benchmark("icl_run", BENCH.parent / "icl" / "run.py")
+    args = icl.build_parser().parse_args(["--models", "gpt2-icl-cpu", "--tag", "lanes"])
+    (run,) = icl.plan_runs(args, "linear")
+    runs = tmp_path / "runs"
+    run.folder(runs).mkdir(parents=True)
+    result = {
+        "task": "icl",
+        "model": {"block": "transformer", "params": 1},
+        "train": {"steps": 1000, "prompts": 64000, "train_seconds": 40.0, "final_train_loss": 3.8, "curve": []},
+        "eval": {"n_prompts": 1000, "error_by_k": [1.0], "k=d/2": 0.8, "k=d": 0.7, "k=2d": 0.6},
+    }
+    (run.folder(runs) / "results.json").write_text(json.dumps(result))
+    status, store = run_trial(run, runs, tmp_path / "results.json", icl.entry, icl.SPEC, keep_recorded=False)
+    assert status == "finished"
+    (row,) = store["runs"]
+    assert row["key"] == "lanes/linear/gpt2-icl-cpu" and row["eval"] == {"n_prompts": 1000, "k=d/2": 0.8,
+                                                                          "k=d": 0.7, "k=2d": 0.6}  # fmt: skip
+    assert row["command"].startswith(f"aot train icl --preset cpu-quick --model gpt2-icl-cpu --out {run.folder(runs)} ")
+    recorded = read_store(BENCH.parent / "icl" / "results.json")
+    assert recorded["sweep"]["task"] == "icl"
+    for r in recorded["runs"]:
+        tag, task, model = r["key"].split("/")
+        assert f"--model {model} --out runs/bench-icl/{tag}-{task}-{model} " in r["command"], r["key"]
 
 
 def test_recorded_precision_ab_table_is_generated_from_its_json():

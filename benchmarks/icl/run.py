@@ -17,14 +17,15 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from aot.train.icl_task import build_run_config, train_icl
 
 from aot.bench.lock import cpu_lock
 from aot.eval.icl_runs import evaluate_runs, plot_curves
 from aot.run_folder import write_text_atomic
-from aot.runinfo import machine_info
+from aot.sweep import SweepSpec, run_trial
+from aot.sweep.training import build_run, finished_results
+from aot.tasks import TaskRun
 
 HERE = Path(__file__).resolve().parent
 MODELS = [
@@ -36,9 +37,10 @@ MODELS = [
     "mamba-icl-cpu",
 ]
 TASKS = {"linear": [], "sparse": ["data.sparsity=2"]}
+SPEC = SweepSpec(task="icl")  # the rows' presets and steps vary by tag: each row's command names them
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
@@ -50,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=1000, help="held-out prompts of the final evaluation")
     parser.add_argument("--eval-only", action="store_true", help="evaluate the finished runs only (train none)")
     parser.add_argument("--lock", metavar="FILE", help="hold this flock(1)-style lock around each task's runs")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     store_path = HERE / "results.json"
     for task in args.tasks:
         with cpu_lock(args.lock):  # one task's runs back to back (the queue for the lock is not first-come)
@@ -59,55 +65,81 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def record_run(store_path: Path, key: str, entry: dict) -> None:
-    """Add one run's entry to results.json, re-read just before writing (several lanes of this script may run
-    at once, each on its own models) and replaced in one step (never a half-written file)."""
-    store = json.loads(store_path.read_text()) if store_path.is_file() else {"machine": machine_info(), "runs": {}}
-    store["runs"][key] = entry
-    write_text_atomic(store_path, json.dumps(store, indent=2) + "\n")
+@dataclass(frozen=True)
+class Run:
+    """One training run: ``model`` on ``task`` (linear or sparse regression) from the ICL ``preset``."""
+
+    tag: str
+    regression: str
+    model: str
+    preset: str
+    sets: tuple[str, ...]
+    task = "icl"
+
+    @property
+    def key(self) -> str:
+        return f"{self.tag}/{self.regression}/{self.model}"
+
+    def folder(self, runs: Path) -> Path:
+        return runs / f"{self.tag}-{self.regression}-{self.model}"
+
+    def build(self) -> TaskRun:
+        return build_run("icl", self.preset, list(self.sets), self.model)
+
+    def describe(self) -> str:
+        return f"{time.strftime('%H:%M:%S')} {self.tag} {self.regression} {self.model}"
+
+    def command(self, runs: Path) -> str:
+        """The `aot train icl` command of this run (recorded in its row)."""
+        sets = " ".join(f"--set {s}" for s in self.sets)
+        return f"aot train icl --preset {self.preset} --model {self.model} --out {self.folder(runs)} --resume {sets}"
 
 
-def run_task(args: argparse.Namespace, task: str, store_path: Path) -> None:
-    """Train every model on ``task`` (or reuse its finished run), then evaluate them together."""
+def plan_runs(args: argparse.Namespace, regression: str) -> list[Run]:
+    """Every model on ``regression`` with the benchmark's overrides and the command line's."""
+    sets = (
+        f"train.steps={args.steps}",
+        "train.progress=false",
+        "train.checkpoint_every=100",
+        "train.eval_every=250",
+        "data.curriculum_interval=100",
+        f"data.task={regression}",
+        *TASKS[regression],
+        *args.set,
+    )
+    return [Run(args.tag, regression, model, args.preset, sets) for model in args.models]
+
+
+def entry(run: Run, result: dict, folder: Path) -> dict:
+    """A results.json row: the run's command, model, training and held-out errors (the curve lives in
+    <tag>-<task>.json)."""
+    return {
+        "command": run.command(folder.parent),
+        "model": result["model"],
+        "train": {k: result["train"][k] for k in ("steps", "prompts", "train_seconds", "final_train_loss")},
+        "eval": {k: v for k, v in result["eval"].items() if k != "error_by_k"},
+    }
+
+
+def run_task(args: argparse.Namespace, regression: str, store_path: Path) -> None:
+    """Train every model on ``regression`` (or reuse its finished run), then evaluate them together."""
     run_dirs, labels = [], []
-    for model in args.models:
-        sets = [
-            f"train.steps={args.steps}",
-            "train.progress=false",
-            "train.checkpoint_every=100",
-            "train.eval_every=250",
-            "data.curriculum_interval=100",
-            f"data.task={task}",
-            *TASKS[task],
-            *args.set,
-        ]
-        out = Path(args.runs) / f"{args.tag}-{task}-{model}"
-        if args.eval_only and not (out / "results.json").is_file():
+    runs = Path(args.runs)
+    for run in plan_runs(args, regression):
+        if args.eval_only and finished_results(run.folder(runs)) is None:
             continue
-        command = f"aot train icl --preset {args.preset} --model {model} --out {out} --resume " + " ".join(
-            f"--set {s}" for s in sets
+        run_trial(
+            run, runs, store_path, entry, SPEC, "cpu", log=lambda line: print(line, flush=True), keep_recorded=False
         )
-        if not (out / "results.json").is_file():
-            run = build_run_config(args.preset, sets=sets, model_preset=model)
-            print(f"== {time.strftime('%H:%M:%S')} {args.tag} {task} {model}", flush=True)
-            train_icl(run, out, "cpu", resume="auto")
-        result = json.loads((out / "results.json").read_text())
-        entry = {
-            "command": command,
-            "model": result["model"],
-            "train": {k: result["train"][k] for k in ("steps", "prompts", "train_seconds", "final_train_loss")},
-            "eval": {k: v for k, v in result["eval"].items() if k != "error_by_k"},
-        }
-        record_run(store_path, f"{args.tag}/{task}/{model}", entry)
-        run_dirs.append(out)
-        labels.append(model)
+        run_dirs.append(run.folder(runs))
+        labels.append(run.model)
     if not run_dirs:
         return
-    print(f"== {time.strftime('%H:%M:%S')} evaluating {task}", flush=True)
+    print(f"== {time.strftime('%H:%M:%S')} evaluating {regression}", flush=True)
     curves = evaluate_runs(run_dirs, n_prompts=args.prompts, labels=labels)
     curves["command"] = f"aot eval icl {' '.join(str(d) for d in run_dirs)} --labels {','.join(labels)}"
-    (HERE / f"{args.tag}-{task}.json").write_text(json.dumps(curves, indent=2) + "\n")
-    plot_curves(curves, HERE / f"{args.tag}-{task}.png")
+    write_text_atomic(HERE / f"{args.tag}-{regression}.json", json.dumps(curves, indent=2) + "\n")
+    plot_curves(curves, HERE / f"{args.tag}-{regression}.png")
 
 
 def write_table(folder: Path) -> None:
@@ -134,7 +166,7 @@ def write_table(folder: Path) -> None:
             seconds = f"{train['train_seconds']:.0f}" if "train_seconds" in train else "—"
             lines.append(f"| {name} | {params} | {steps} | {seconds} | {cells} |")
         lines.append("")
-    (folder / "table.md").write_text("\n".join(lines))
+    write_text_atomic(folder / "table.md", "\n".join(lines))
 
 
 if __name__ == "__main__":

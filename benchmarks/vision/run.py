@@ -6,9 +6,11 @@ and CRATE on Fashion-MNIST (and MNIST), equal epochs, several seeds; plus the ab
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py main --data mnist --seeds 0 --lock ...
     PYTHONPATH=src python benchmarks/vision/run.py report   # rewrite table.md, accuracy.png and the README's table
 
-Every run goes through `aot.train.vision_task.train_vision` (the code behind `aot train vision`); finished runs
-are skipped when the script runs again (their results.json is reused), so an interrupted sweep resumes.
-Rows are stored in benchmarks/vision/results.json (keyed by tag / data / preset / overrides / seed).
+Every run goes through `aot.tasks.run_task` (the code behind `aot train vision`) by the sweep engine `aot.sweep`
+(the code behind `aot sweep`): finished runs (a whole results.json in their folder) are skipped when the script
+runs again, so an interrupted sweep resumes. Rows are recorded in benchmarks/vision/results.json (keyed by tag /
+data / preset / overrides / seed / resolved model; written atomically). This script holds the models, the
+ablations and the tables.
 One torch thread: on this shared 2-core machine two threads ran 3-10x slower per step than one (spin-waiting).
 """
 
@@ -16,20 +18,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
+import functools
 import json
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from aot.bench.lock import cpu_lock
 from aot.config import ModelConfig
-from aot.runinfo import machine_info, replace_marked_block
-from aot.train.vision_task import build_run_config, train_vision
+from aot.run_folder import write_text_atomic
+from aot.runinfo import replace_marked_block
+from aot.sweep import Plan, SweepSpec, read_store, run_key, run_plan
+from aot.sweep.metrics import vision_row
+from aot.sweep.training import build_run
+from aot.tasks import TaskRun
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parents[1] / "README.md"
 README_MARKER = "vision:table"  # the README's table, rendered by readme_table() from results.json
+RESULTS = HERE / "results.json"
+SPEC = SweepSpec(task="vision")  # the rows' presets vary: each row names its own
 MODELS = ["aot-mssa", "aot-mhsa", "transformer", "crate"]  # training presets of `aot train vision`
 NAMES = {"aot-mssa": "AoT-MSSA-V", "aot-mhsa": "AoT-MHSA-V", "transformer": "ViT", "crate": "CRATE"}
 # What makes AoT-MSSA-V train: each row changes one choice of the model (150 steps x 128 = 0.35 epochs, seed 0).
@@ -125,6 +133,52 @@ def model_identity(model: dict) -> dict:
     return {k: v for k, v in model.items() if k in RECORDED_MODEL_FIELDS or v != defaults.get(k)}
 
 
+@dataclass(frozen=True)
+class Run:
+    """One training run: a training preset of `aot train vision` with these overrides and seed on ``data``."""
+
+    tag: str
+    label: str
+    data: str
+    preset: str
+    sets: tuple[str, ...]
+    seed: int
+    task = "vision"
+
+    def build(self) -> TaskRun:
+        flags = {"data": {"dataset": self.data}, "train": {"seed": self.seed}}
+        return build_run("vision", self.preset, list(self.sets), flags=flags)
+
+    @functools.cached_property
+    def key(self) -> str:
+        model = model_identity(self.build().model_config().to_dict())  # the resolved model, not just its preset name
+        return run_key(self.tag, self.data, self.preset, list(self.sets), self.seed, model)
+
+    def folder(self, runs: Path) -> Path:
+        return runs / f"{self.tag}-{self.data}-{self.preset}-s{self.seed}-{self.key}"
+
+    def describe(self) -> str:
+        return f"{self.tag} {self.data} {self.label} seed {self.seed}"
+
+
+def plan_runs(args: argparse.Namespace) -> list[Run]:
+    """The runs of ``args.mode``: every model at every seed (main), or the chosen ablation rows (seed 0)."""
+    if args.mode == "main":
+        jobs = [(m, m, [], seed) for seed in args.seeds for m in args.models]
+        steps = [f"train.steps={args.steps}"] if args.steps else []
+    elif args.mode == "ablation":
+        rows = list(ABLATIONS.items())
+        wanted = range(len(rows)) if args.rows is None else args.rows
+        jobs = [(rows[i][0], rows[i][1][0], rows[i][1][1], 0) for i in wanted]
+        steps = [f"train.steps={args.steps or 150}"]
+    else:
+        return []
+    return [
+        Run(args.mode, label, args.data, preset, (*sets, "train.progress=false", *steps), seed)
+        for label, preset, sets, seed in jobs
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["main", "ablation", "report"])
@@ -136,67 +190,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/bench-vision", help="folder for the individual runs")
     parser.add_argument("--lock", metavar="FILE", help="hold this flock(1)-style lock around each run")
     args = parser.parse_args(argv)
-    if args.mode == "main":
-        jobs = [(m, m, [], seed) for seed in args.seeds for m in args.models]
-        tag = "main"
-    elif args.mode == "ablation":
-        rows = list(ABLATIONS.items())
-        wanted = range(len(rows)) if args.rows is None else args.rows
-        jobs = [(rows[i][0], rows[i][1][0], rows[i][1][1], 0) for i in wanted]
-        tag = "ablation"
-    else:
-        jobs, tag = [], "report"
-    for label, preset, sets, seed in jobs:
-        sets = [*sets, "train.progress=false", *([f"train.steps={args.steps or 150}"] if tag == "ablation" else [])]
-        if args.steps and tag == "main":
-            sets.append(f"train.steps={args.steps}")
-        run = build_run_config(preset, flags={"data": {"dataset": args.data}, "train": {"seed": seed}}, sets=sets)
-        model = model_identity(run.model_config().to_dict())  # the resolved model, not just the preset's name
-        key = hashlib.sha256(json.dumps([tag, args.data, preset, sets, seed, model]).encode()).hexdigest()[:10]
-        out = Path(args.runs) / f"{tag}-{args.data}-{preset}-s{seed}-{key}"
-        if not (out / "results.json").is_file():
-            print(f"== {tag} {args.data} {label} seed {seed}", flush=True)
-            with cpu_lock(args.lock):
-                train_vision(run, out, "cpu", resume="auto")
-        result = json.loads((out / "results.json").read_text())
-        store_row({"key": key, **summary_row(tag, label, preset, sets, seed, result), "run_dir": str(out)})
+    runs = plan_runs(args)
+    if runs:
+        run_plan(
+            lambda store: Plan(runs),
+            Path(args.runs),
+            RESULTS,
+            summary_row,
+            SPEC,
+            device="cpu",
+            lock=args.lock,
+            on_record=lambda store, row, status: print(json.dumps(row), flush=True),
+            log=lambda line: print(line, flush=True),
+            keep_recorded=False,  # as before: a run whose folder is gone trains again
+        )
     report()
     return 0
 
 
-def store_row(row: dict) -> None:
-    path = HERE / "results.json"
-    store = json.loads(path.read_text()) if path.is_file() else {"runs": []}
-    store["runs"] = [r for r in store["runs"] if r["key"] != row["key"]] + [row]
-    store["machine"] = machine_info()
-    path.write_text(json.dumps(store, indent=2) + "\n")
-    print(json.dumps(row), flush=True)
-
-
-def summary_row(tag: str, label: str, preset: str, sets: list[str], seed: int, result: dict) -> dict:
-    model, train = result["model"], result["train"]
+def summary_row(run: Run, result: dict, folder: Path) -> dict:
+    """A results.json row: the run's tag, label, data, preset, overrides and seed, the numbers
+    :func:`aot.sweep.metrics.vision_row` keeps, and its folder."""
     return {
-        "tag": tag,
-        "label": label,
+        "tag": run.tag,
+        "label": run.label,
         "data": result["data"]["name"],
-        "preset": preset,
-        "overrides": [s for s in sets if not s.startswith("train.progress")],
-        "seed": seed,
-        "block": model["block"],
-        "n_layer": model["n_layer"],
-        "n_embd": model["n_embd"],
-        "norm": model["norm"],
-        "residual_scale": model["residual_scale"],
-        "params": model["params"],
-        "epochs": train["epochs"],
-        "val_top1": result["val"]["top1"],
-        "test_top1": result["test"]["top1"],
-        "test_top5": result["test"]["top5"],
-        "test_loss": result["test"]["loss"],
-        "images_per_second": train["images_per_second"],
-        "train_seconds": train["train_seconds"],
-        "wall_seconds": train["wall_seconds"],
-        "date": result["machine"]["date"],
+        "preset": run.preset,
+        "overrides": [s for s in run.sets if not s.startswith("train.progress")],
+        "seed": run.seed,
+        **vision_row(result),
+        "run_dir": str(folder),
     }
 
 
@@ -207,11 +230,10 @@ def _mean_spread(values: list[float]) -> str:
 
 
 def report() -> None:
-    path = HERE / "results.json"
-    if not path.is_file():
+    if not RESULTS.is_file():
         return
-    store = json.loads(path.read_text())
-    (HERE / "table.md").write_text(markdown(store))
+    store = read_store(RESULTS)
+    write_text_atomic(HERE / "table.md", markdown(store))
     plot(store)
     README.write_text(replace_marked_block(README.read_text(), README_MARKER, readme_table(store), README))
 

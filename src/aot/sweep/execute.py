@@ -50,6 +50,7 @@ def run_trial(
     device: str = "cpu",
     lock: str | None = None,
     log: Callable[[str], None] = print,
+    keep_recorded: bool = True,
 ) -> tuple[str, dict[str, Any]]:
     """Train ``trial`` unless it finished or is recorded (see the module), record ``row_of(trial, results,
     folder)`` under its key, and return how it went (``trained``, ``finished``: refreshed from its folder,
@@ -59,7 +60,7 @@ def run_trial(
     status = "finished"
     if results is None:
         store = read_store(store_path)
-        if trial.key in recorded_keys(store):
+        if keep_recorded and trial.key in recorded_keys(store):
             return "recorded", store
         log(f"== {trial.describe()}")
         with cpu_lock(lock):
@@ -82,15 +83,17 @@ def run_plan(
     lock: str | None = None,
     on_record: OnRecord | None = None,
     log: Callable[[str], None] = print,
+    keep_recorded: bool = True,
 ) -> dict[str, Any]:
     """Run every trial of ``make_plan(store)`` (:func:`run_trial`); then plan again from the store, since a sweep
     that just finished gives its waiting seeds their lr, and run what is new, until nothing is. ``on_record(store,
-    row, status)`` after each run (rewrite a table, print a line). Returns the final store."""
+    row, status)`` after each run (rewrite a table, print a line); ``keep_recorded``: see :func:`run_trial`. Returns
+    the final store."""
     store = read_store(store_path)
     todo = list(make_plan(store).runs)
     while todo:
         for trial in todo:
-            status, store = run_trial(trial, runs, store_path, row_of, spec, device, lock, log)
+            status, store = run_trial(trial, runs, store_path, row_of, spec, device, lock, log, keep_recorded)
             if on_record is not None:
                 on_record(store, next(r for r in store["runs"] if r["key"] == trial.key), status)
         store = read_store(store_path)
