@@ -338,8 +338,8 @@ def tiny_vit(block: str) -> torch.nn.Module:
 
 @pytest.mark.parametrize("block", ["aot-mssa", "transformer"])
 def test_vision_analysis_reads_the_class_tokens_attention(block: str, tmp_path) -> None:
+    from aot.analysis.analyze import analyze_vision
     from aot.analysis.figures import plot_all
-    from aot.analysis.run import analyze_vision
 
     images = [torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(i), dtype=torch.float64) for i in (0, 1)]
     model = tiny_vit(block)
@@ -396,9 +396,9 @@ def test_mssa_q_and_k_composition_coincide() -> None:
 
 def test_analyze_bad_options_are_one_line_errors(tmp_path, capsys) -> None:
     assert main(["analyze", "--calibrate", "--batches", "0"]) == 2
-    assert "batches=0 must be a positive integer" in capsys.readouterr().err
+    assert "analyze.batches=0 must be >= 1" in capsys.readouterr().err
     config = tmp_path / "analyze.yaml"
-    config.write_text("batchez: 4\n")
+    config.write_text("analyze:\n  batchez: 4\n")
     assert main(["analyze", "--calibrate", "--config", str(config)]) == 2
     assert "did you mean 'batches'" in capsys.readouterr().err
     assert main(["analyze"]) == 2

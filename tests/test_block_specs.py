@@ -131,7 +131,7 @@ def test_the_trainers_flops_come_from_the_spec(throwaway: BlockSpec) -> None:
 def test_aot_analyze_uses_the_spec(throwaway: BlockSpec, tmp_path) -> None:
     """``aot analyze`` on a run of the throwaway block: the analysis runs, and the model's ``tied_output`` is
     reported because the spec says the block has subspace bases (and not once it says otherwise)."""
-    from aot.analysis.run import analyze_run, describe
+    from aot.analysis.analyze import analyze_run, describe
 
     corpus = tmp_path / "corpus.txt"
     rng = np.random.default_rng(0)

@@ -168,7 +168,9 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_trainer, 
     blob = bytearray(weights.read_bytes())
     blob[-5] ^= 0x01  # one flipped bit
     weights.write_bytes(bytes(blob))
-    with pytest.raises(run_folder.CheckpointDamaged, match=r"checkpoint/?'? is damaged: model.safetensors does not match"):
+    with pytest.raises(
+        run_folder.CheckpointDamaged, match=r"checkpoint/?'? is damaged: model.safetensors does not match"
+    ):
         run_folder.verify_checkpoint(out / "checkpoint")
     resumed = tiny_trainer(out, checkpoint_every=1, seed=5).fit(resume=True)
     err = capsys.readouterr().err

@@ -28,9 +28,9 @@ from aot.report.document import (
     to_html,
     to_markdown,
 )
+from aot.report.execute import RESULTS, STATUS, run_parts
 from aot.report.part import Context, Part, Plan, Step
 from aot.report.parts import all_parts
-from aot.report.runner import RESULTS, STATUS, run_parts
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
 ZEROSHOT = Path(__file__).parent / "fixtures" / "zeroshot"
@@ -216,8 +216,8 @@ def test_icl_and_inside_tables_equal_their_commands_results(tiny_report):
 
 def test_zeroshot_and_inside_depend_on_the_lm_part(tiny_report, tmp_path):
     """Their key (and their steps' keys) change with the lm part's results; a failed or absent lm part is one line."""
+    from aot.report.execute import _step_key, code_version, part_key
     from aot.report.parts import inside, zeroshot
-    from aot.report.runner import _step_key, code_version, part_key
 
     out = tmp_path / "report"
     shutil.copytree(tiny_report, out)

@@ -13,7 +13,7 @@ import torch
 from aot.cli import main
 from aot.data.tokenizers import ByteTokenizer
 from aot.eval.harness import HarnessLogic
-from aot.eval.runs import load_lm_run
+from aot.eval.lm_folder import load_lm_run
 from aot.eval.sampling import sample
 from aot.eval.scoring import score_requests
 from aot.models import build_model

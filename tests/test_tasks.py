@@ -53,7 +53,7 @@ def test_run_task_writes_results_atomically_and_they_read_back_as_finished(name:
 
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_only_the_main_process_writes_results(name: str, tmp_path: Path, monkeypatch) -> None:
-    import aot.tasks.runner as runner
+    import aot.tasks.pipeline as runner
 
     monkeypatch.setattr(runner, "init_distributed", lambda device: DistEnv(rank=1, world_size=1))
     task, run = tiny_run(name)

@@ -16,7 +16,7 @@ from torch import nn
 
 from aot.data.shards import prepare_lm_data
 from aot.eval.austen_sets import build_austen_sets
-from aot.eval.runs import LMRunFolder
+from aot.eval.lm_folder import LMRunFolder
 from aot.eval.scoring import model_scorer
 from aot.eval.zeroshot_runs import AUSTEN_TASKS, ZEROSHOT_TASKS, score_task
 

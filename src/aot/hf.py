@@ -188,7 +188,7 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> Path:
     """Write ``out_dir``: config.json + model.safetensors (``AotForCausalLM``), the tokenizer as a
     ``PreTrainedTokenizerFast`` and our own record of its name (so ``aot sample`` / ``aot eval lm`` read it)."""
     from aot.data.tokenizers import save_tokenizer
-    from aot.eval.runs import load_lm_run
+    from aot.eval.lm_folder import load_lm_run
 
     run = load_lm_run(run_dir)
     out = Path(out_dir)

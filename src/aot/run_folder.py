@@ -12,7 +12,7 @@ Layout of a training run's folder::
     DIR/aot_tokenizer.json, DIR/tokenizer.json   what loads the tokenizer (lm runs; aot.data.tokenizers)
 
 What a checkpoint holds and how it is written: :mod:`aot.train.checkpoint`; what ``--resume`` / ``--force`` do
-with a folder: :mod:`aot.train.rundir`.
+with a folder: :mod:`aot.train.resume`.
 """
 
 from __future__ import annotations

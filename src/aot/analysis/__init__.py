@@ -7,7 +7,7 @@ Everything here reads a model through its hook points (``run_with_cache``) and i
 :mod:`~aot.analysis.geometry` (principal angles, distance from orthogonality), :mod:`~aot.analysis.vision`
 (class-token attention entropy), :mod:`~aot.analysis.attention_maps` / :mod:`~aot.cli.viz` (`aot viz
 attention`), :mod:`~aot.analysis.calibration` (Definition 1 data, where the answer is
-known) and :mod:`~aot.analysis.run` / :mod:`~aot.cli.analyze` (`aot analyze`).
+known) and :mod:`~aot.analysis.analyze` / :mod:`~aot.cli.analyze` (`aot analyze`).
 """
 
 from aot.analysis.attention_maps import class_token_attention

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.run_dir:
         raise AotError("give a RUN_DIR (a folder written by `aot train lm`) or --calibrate")
-    from aot.analysis.run import analyze_run
+    from aot.analysis.analyze import analyze_run
 
     out = Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else Path(args.out)
     torch.manual_seed(args.seed)

@@ -81,8 +81,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from aot.report.build import write_report
-    from aot.report.parts import all_parts
-    from aot.report.runner import (
+    from aot.report.execute import (
         code_version,
         dry_run_lines,
         format_seconds,
@@ -91,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         run_parts,
         select_parts,
     )
+    from aot.report.parts import all_parts
     from aot.runinfo import machine_info
 
     parts = all_parts()

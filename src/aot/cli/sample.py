@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from aot.devices import resolve_device
-from aot.eval.runs import load_lm_run
+from aot.eval.lm_folder import load_lm_run
 from aot.eval.sampling import sample
 
 

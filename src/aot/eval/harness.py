@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from aot.eval.runs import LMRunFolder
+from aot.eval.lm_folder import LMRunFolder
 from aot.eval.scoring import Request, Scorer, model_scorer
 
 

@@ -17,7 +17,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from aot.eval.harness import HarnessLogic
-from aot.eval.runs import load_lm_run
+from aot.eval.lm_folder import load_lm_run
 
 
 @register_model("aot")

@@ -9,7 +9,7 @@ from typing import TextIO
 import torch
 
 from aot.errors import AotError
-from aot.eval.runs import LMRunFolder
+from aot.eval.lm_folder import LMRunFolder
 
 
 class TextStream:

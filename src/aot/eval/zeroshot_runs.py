@@ -16,7 +16,7 @@ from typing import Any
 from aot.errors import AotError
 from aot.eval import zeroshot, zeroshot_data
 from aot.eval.austen_sets import SET_NAMES, build_austen_sets
-from aot.eval.runs import LMRunFolder, load_lm_run
+from aot.eval.lm_folder import LMRunFolder, load_lm_run
 from aot.eval.scoring import Scorer, model_scorer
 from aot.runinfo import machine_info
 

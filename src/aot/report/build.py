@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from aot.report.document import Block, Bullets, Code, Document, Paragraph, Section, Table, to_html, to_markdown
+from aot.report.execute import RESULTS, Outcome, format_seconds
 from aot.report.paper_numbers import CITATION, PAPER_ITEMS, URL
 from aot.report.part import PRESET_HELP, Part
-from aot.report.runner import RESULTS, Outcome, format_seconds
 
 STATE_WORDS = {
     "done": "done",

@@ -15,8 +15,8 @@ from __future__ import annotations
 from aot.errors import ConfigError
 from aot.tasks.icl import ICLTask
 from aot.tasks.lm import LMTask
+from aot.tasks.pipeline import run_task
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun
-from aot.tasks.runner import run_task
 from aot.tasks.vision import VisionTask
 
 #: every task, by the name ``aot train NAME`` gives it, in the order ``aot train --help`` lists them

@@ -44,7 +44,7 @@ from aot.train.distributed import (
     wrap_model,
 )
 from aot.train.optim import OPTIMIZERS, build_optimizer
-from aot.train.rundir import plan_run
+from aot.train.resume import plan_run
 from aot.train.schedule import lr_at
 
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -258,7 +258,7 @@ class Trainer:
         """Train to ``cfg.steps`` (or stop early after step ``stop_at``, with a checkpoint, as a killed run
         would leave one). ``resume``: ``False``/``"no"`` starts a new run (refused when ``out_dir`` holds one,
         unless ``force`` moves it aside), ``True``/``"yes"`` continues from the last good checkpoint (an error
-        when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.rundir`)."""
+        when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.resume`)."""
         cfg, main = self.cfg, self.env.is_main
         plan = plan_run(self.out_dir, resume, force, self.env)
         if plan.checkpoint is not None:
