@@ -224,3 +224,39 @@ def test_recorded_compiled_table_is_generated_from_its_json():
     for model in {r["model"] for r in record["rows"]}:
         eager, compiled = by_mode[(model, "eager")], by_mode[(model, "compiled")]
         assert compiled["speedup_from_compile"] == pytest.approx(eager["step_seconds"] / compiled["step_seconds"])
+
+
+def test_every_timing_script_records_through_aot_bench_record():
+    """Each timing script of benchmarks/bench/ declares a RecordedBenchmark (its JSON written by aot.bench.record,
+    with the machine and the date); readme_rows.py only renders the README from the records."""
+    from aot.bench.record import RecordedBenchmark
+
+    scripts = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "readme_rows")
+    assert len(scripts) == 7
+    for name in scripts:
+        assert isinstance(load_script(name).BENCH, RecordedBenchmark), name
+
+
+def test_a_recorded_benchmark_writes_its_record_with_the_machine_and_its_table(tmp_path, capsys):
+    from aot.bench.record import RecordedBenchmark, run_recorded
+
+    def measure(args):  # type: ignore[no-untyped-def]
+        return {"rows": [{"rounds": args.rounds, "size": args.size}]}
+
+    def add_size(parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("--size", type=int, default=3)
+
+    bench = RecordedBenchmark(
+        "doc", tmp_path / "x.json", measure, lambda r: f"# x\n\n{r['rows']}\n", options=add_size,
+        check=lambda args: "--size must be positive" if args.size < 1 else None,
+    )  # fmt: skip
+    assert run_recorded(bench, ["--rounds", "2", "--size", "5", "--note", "quiet"]) == 0
+    record = json.loads((tmp_path / "x.json").read_text())
+    assert record["rows"] == [{"rounds": 2, "size": 5}] and record["note"] == "quiet"
+    assert {"date", "processor", "cpu_count", "torch_threads"} <= set(record["machine"])
+    assert (tmp_path / "x.md").read_text() == "# x\n\n[{'rounds': 2, 'size': 5}]\n" and "# x" in capsys.readouterr().out
+    (tmp_path / "x.md").unlink()
+    assert run_recorded(bench, ["--markdown-only"]) == 0 and (tmp_path / "x.md").is_file()
+    with pytest.raises(SystemExit):
+        run_recorded(bench, ["--size", "0"])
+    assert "--size must be positive" in capsys.readouterr().err

@@ -15,7 +15,7 @@ size (4 heads, p = 64, batch × T = 4096 tokens), T = 128 … 1024:
   (P Pᵀ is symmetric) and enters their gradient once as (dS + dSᵀ) P.
 - ``forward`` rows: the forward alone (inference, no gradients): SDPA against blocked-64.
 - ``model`` rows: a whole training step (AdamW) of AoT-MSSA (tied, 6 layers, d = 256, 4 heads), batch × T =
-  4096, with the core's SDPA and with blocked-64 patched into ``_AttentionCore.attend`` (:func:`attend_blocked`):
+  4096, with the core's SDPA and with blocked-64 patched into MSSA's ``attend`` (:func:`attend_blocked`):
   in the model P arrives as a transposed view of the projection, so the blocked path pays copies in and out
   that the fused kernel, which reads strided tensors, does not.
 
@@ -25,30 +25,31 @@ loop. Run with one thread, as recorded (about 1.5 CPU-minutes):
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/attention_paths.py [--rounds 3] [--note TEXT]
 
-Writes attention_paths.json and attention_paths.md beside this script (``--markdown-only`` rewrites the
-table from the JSON).
+Writes attention_paths.json and attention_paths.md beside this script through `aot.bench.record` (the machine,
+date and load with the figures; ``--markdown-only`` rewrites the table from the JSON).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from aot.bench.record import RecordedBenchmark, run_recorded
 from aot.bench.timing import make_optimizer, time_calls, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
-from aot.nn.attention import _AttentionCore, causal_mask, reference_attention
-from aot.runinfo import load_average, timing_header, timing_record
+from aot.nn.attention import MultiHeadSubspaceSelfAttention, causal_mask, reference_attention
+from aot.runinfo import timing_header
 
 HERE = Path(__file__).parent
 HEADS, HEAD_DIM, TOKENS = 4, 64, 4096
@@ -247,11 +248,13 @@ def flex_row(T: int = 256, repeat: int = 3) -> dict[str, Any]:
     return result
 
 
-_CORE_ATTEND = _AttentionCore.attend
+_CORE_ATTEND = MultiHeadSubspaceSelfAttention.attend
 
 
-def attend_blocked(self: _AttentionCore, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``_AttentionCore.attend`` with the blocked path for causal self-attention whose queries are its keys
+def attend_blocked(
+    self: MultiHeadSubspaceSelfAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    """MSSA's ``attend`` with the blocked path for causal self-attention whose queries are its keys
     (MSSA without a cache) in training, fp32, 128 <= T <= 512; the core's paths otherwise."""
     if self.causal and q is k and q.requires_grad and 128 <= q.shape[-2] <= 512 and not self.hook_pattern.active:
         return self.hook_z(blocked_causal_attention(q, v, scale=self.scale))
@@ -269,11 +272,8 @@ def model_rows(rounds: int, repeat: int) -> list[dict[str, Any]]:
         step = training_step(model, optimizer, idx)
 
         def blocked_step(step: Callable[[], None] = step) -> None:
-            _AttentionCore.attend = attend_blocked  # type: ignore[method-assign]
-            try:
+            with mock.patch.object(MultiHeadSubspaceSelfAttention, "attend", attend_blocked):
                 step()
-            finally:
-                _AttentionCore.attend = _CORE_ATTEND  # type: ignore[method-assign]
 
         seconds = interleaved({"sdpa": step, "blocked-64": blocked_step}, rounds, repeat)
         for name, s in seconds.items():
@@ -345,32 +345,17 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="attention_paths.py",
-        description=(__doc__ or "").split("\n\n")[0],
-        epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/attention_paths.py --note 'quiet'",
-    )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: 3)")
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="timed calls per round after a warm-up (default: 2)")
-    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
     parser.add_argument("--no-flex", action="store_true", help="skip the torch.compile FlexAttention check")
-    parser.add_argument("--markdown-only", action="store_true", help="rewrite attention_paths.md from the JSON")
-    args = parser.parse_args(argv)
-    if args.rounds < 1 or args.repeat < 1:
-        parser.error("--rounds and --repeat must be at least 1")
-    out_json, out_md = HERE / "attention_paths.json", HERE / "attention_paths.md"
-    if args.markdown_only:
-        out_md.write_text(markdown(json.loads(out_json.read_text())))
-        return 0
-    before = load_average()
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     rows = attention_rows(args.rounds, args.repeat)
     if not args.no_flex:
         rows.append(flex_row())
     rows += model_rows(args.rounds, args.repeat)
-    record = timing_record(
-        before,
-        args.note,
+    return dict(
         setup=(
             f"fp32, {HEADS} heads, p = {HEAD_DIM}, batch × T = {TOKENS} tokens; median over {args.rounds} "
             f"interleaved rounds of the median of {args.repeat} calls (after a warm-up call); ratio = SDPA's "
@@ -378,10 +363,23 @@ def main(argv: list[str] | None = None) -> int:
         ),
         rows=rows,
     )
-    out_json.write_text(json.dumps(record, indent=2) + "\n")
-    out_md.write_text(markdown(record))
-    print(f"wrote {out_json} and {out_md}")
-    return 0
+
+
+BENCH = RecordedBenchmark(
+    (__doc__ or "").split("\n\n")[0],
+    HERE / "attention_paths.json",
+    measure,
+    markdown,
+    options=add_options,
+    rounds=3,
+    prog="attention_paths.py",
+    epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/attention_paths.py --note 'quiet'",
+    check=lambda args: "--repeat must be at least 1" if args.repeat < 1 else None,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorded(BENCH, argv)
 
 
 if __name__ == "__main__":

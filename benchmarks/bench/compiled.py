@@ -16,6 +16,7 @@ About 10 CPU-minutes, most of it compilation. ``--quick``: a tiny size, seconds 
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ from aot.bench.flops import flops_per_token
 from aot.bench.mfu import mfu
 from aot.bench.peaks import measure_matmul_peak
 from aot.bench.peer import hf_gpt2, transformers_available
-from aot.bench.record import recorded_benchmark_main
+from aot.bench.record import RecordedBenchmark, run_recorded, timed_rounds
 from aot.bench.suite import BenchSettings, block_config
 from aot.bench.timing import interleaved_timings, make_optimizer, random_tokens, training_step
 from aot.models import build_model
@@ -110,11 +111,15 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    def run(quick: bool, rounds: int) -> dict[str, Any]:
-        return measure(BenchSettings.quick() if quick else BenchSettings(), rounds)
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return measure(BenchSettings.quick() if args.quick else BenchSettings(), timed_rounds(args))
 
-    return recorded_benchmark_main(argv, __doc__, HERE / "compiled.json", run, markdown)
+
+BENCH = RecordedBenchmark(__doc__, HERE / "compiled.json", run, markdown, quick=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorded(BENCH, argv)
 
 
 if __name__ == "__main__":

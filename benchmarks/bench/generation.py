@@ -20,7 +20,6 @@ Writes generation.json and generation.md beside this script (``--markdown-only``
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -32,8 +31,9 @@ import torch
 
 from aot import build_model, preset_config
 from aot.bench.peer import hf_gpt2, hf_version, load_aot_weights_into_hf
+from aot.bench.record import RecordedBenchmark, run_recorded
 from aot.models.lm import CausalLM
-from aot.runinfo import load_average, timing_header, timing_record
+from aot.runinfo import timing_header
 
 HERE = Path(__file__).parent
 PROMPT_LEN = 16
@@ -62,25 +62,13 @@ def generate_hf(model: Any, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="generation.py",
-        description=(__doc__ or "").split("\n\n")[0],
-        epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/generation.py --note quiet",
-    )
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new-tokens", type=int, default=512, help="tokens generated per sequence (default 512)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8], help="batch sizes (default: 1 8)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: 3)")
-    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
-    parser.add_argument("--markdown-only", action="store_true", help="rewrite generation.md from the JSON")
-    args = parser.parse_args(argv)
-    out_json, out_md = HERE / "generation.json", HERE / "generation.md"
-    if args.markdown_only:
-        out_md.write_text(markdown(json.loads(out_json.read_text())))
-        return 0
-    if args.rounds < 1 or args.new_tokens < 1:
-        parser.error("--rounds and --new-tokens must be at least 1")
-    before = load_average()
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Greedy generation of ``args.new_tokens`` tokens at each batch size: ours, HF's, and AoT-MSSA's."""
     ours, theirs = gpt2_pair(block_size=PROMPT_LEN + args.new_tokens)
     torch.manual_seed(0)
     mssa: CausalLM = build_model(  # type: ignore[assignment]
@@ -123,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(×{rows[-3]['ratio_vs_hf']:.2f}), same tokens: {same}; MSSA {rows[-1]['tokens_per_s']:.0f} tok/s",
             flush=True,
         )
-    record = timing_record(
-        before,
-        args.note,
+    return dict(
         versions=hf_version(),
         setup=(
             f"gpt2-cpu GPT-2 ({ours.cfg.n_layer} layers, d = {ours.cfg.n_embd}, {ours.cfg.n_head} heads, vocab "
@@ -137,10 +123,6 @@ def main(argv: list[str] | None = None) -> int:
         new_tokens=args.new_tokens,
         rows=rows,
     )
-    out_json.write_text(json.dumps(record, indent=2) + "\n")
-    out_md.write_text(markdown(record))
-    print(f"wrote {out_json} and {out_md}")
-    return 0
 
 
 def markdown(record: dict[str, Any]) -> str:
@@ -164,6 +146,23 @@ def markdown(record: dict[str, Any]) -> str:
             f"{r['ratio_vs_hf']:.2f}× ({low:.2f}–{high:.2f}) | {same} |"
         )
     return "\n".join(lines) + "\n"
+
+
+BENCH = RecordedBenchmark(
+    (__doc__ or "").split("\n\n")[0],
+    HERE / "generation.json",
+    measure,
+    markdown,
+    options=add_options,
+    rounds=3,
+    prog="generation.py",
+    epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/generation.py --note quiet",
+    check=lambda args: "--new-tokens must be at least 1" if args.new_tokens < 1 else None,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorded(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aot.bench.record import RecordedBenchmark, run_recorded
 from aot.bench.timing import peak_generation_memory, peak_training_memory
 from aot.config import ModelConfig
-from aot.runinfo import load_average, timing_header, timing_record
+from aot.runinfo import timing_header
 
 HERE = Path(__file__).parent
 SECTIONS = ("train", "generate")
@@ -129,12 +130,7 @@ def measure(section: str, seq_lens: list[int], n_new: int) -> list[dict[str, Any
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="long_context_memory.py",
-        description=(__doc__ or "").split("\n\n")[0],
-        epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/long_context_memory.py",
-    )
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     parser.add_argument(
         "--sections",
@@ -144,21 +140,15 @@ def main(argv: list[str] | None = None) -> int:
         help="what to measure (default: both); the JSON keeps the other section's earlier rows",
     )
     parser.add_argument("--new-tokens", type=int, default=16, help="tokens generated after each prompt (default 16)")
-    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
-    parser.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the JSON")
-    args = parser.parse_args(argv)
-    out_json, out_md = HERE / "long_context_memory.json", HERE / "long_context_memory.md"
-    if args.markdown_only:
-        out_md.write_text(markdown(json.loads(out_json.read_text())))
-        return 0
-    old = json.loads(out_json.read_text()) if out_json.exists() else {"rows": []}
+
+
+def measure_sections(args: argparse.Namespace) -> dict[str, Any]:
+    """The sections asked for, with the recorded rows of the others kept, and how far each model fits 16 GiB."""
+    old = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
     kept = [r for r in old["rows"] if r.get("kind", "train") not in args.sections]
-    before = load_average()
     rows = kept + [row for section in args.sections for row in measure(section, args.seq_lens, args.new_tokens)]
     train = [r for r in rows if r.get("kind", "train") == "train"]
-    record = timing_record(
-        before,
-        args.note,
+    return dict(
         setup=SETUP.format(n_new=args.new_tokens),
         sections_measured_now=args.sections,
         rows=rows,
@@ -166,10 +156,22 @@ def main(argv: list[str] | None = None) -> int:
             name: fits_up_to([(r["T"], r["peak_bytes"]) for r in train if r["model"] == name]) for name in MODELS
         },
     )
-    out_json.write_text(json.dumps(record, indent=2) + "\n")
-    out_md.write_text(markdown(record))
-    print(f"wrote {out_json} and {out_md}")
-    return 0
+
+
+BENCH = RecordedBenchmark(
+    (__doc__ or "").split("\n\n")[0],
+    HERE / "long_context_memory.json",
+    measure_sections,
+    markdown,
+    options=add_options,
+    rounds=None,
+    prog="long_context_memory.py",
+    epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/long_context_memory.py",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorded(BENCH, argv)
 
 
 if __name__ == "__main__":

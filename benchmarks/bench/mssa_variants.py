@@ -14,34 +14,37 @@ time goes to matmuls (~87 % of the matmul peak) and the CPU flash-attention kern
   enters once as (dS + dSᵀ) P (batched matmuls over the full square, 4 products, instead of the kernel's 5 over
   the causal part).
 
-    flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py [ROUNDS]
+    flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py [ROUNDS] [--note TEXT]
 
-Writes mssa_variants.json beside this file: medians over rounds of a training step and a forward
-(aot-mssa tied, 6 layers, d = 256, 4 heads, T = 256, batch 16, fp32) and of one cached decoding step.
+Writes mssa_variants.json beside this file (through `aot.bench.record`: the machine, date and load with the
+figures): medians over rounds of a training step and a forward (aot-mssa tied, 6 layers, d = 256, 4 heads,
+T = 256, batch 16, fp32) and of one cached decoding step. The variants are patched into the public classes
+(`MultiHeadSubspaceSelfAttention`, `AttentionOnlyBlock`) for the time of a measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
-import os
-import platform
 import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import torch
 
 from aot.bench.flops import flops_per_token
 from aot.bench.peaks import measure_matmul_peak
+from aot.bench.record import RecordedBenchmark, run_recorded
 from aot.bench.timing import forward_pass, make_optimizer, median_seconds, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
-from aot.nn.attention import MultiHeadSubspaceSelfAttention, _AttentionCore, use_reference_attention
-from aot.nn.blocks import _Block
+from aot.nn.attention import MultiHeadSubspaceSelfAttention, use_reference_attention
+from aot.nn.blocks import AttentionOnlyBlock
+
+HERE = Path(__file__).resolve().parent
 
 
 def _forward_matmul_output(self, x, cache=None):  # type: ignore[no-untyped-def]
@@ -95,7 +98,7 @@ class _SymmetricBackwardAttention(torch.autograd.Function):
         return grad, None
 
 
-_ATTEND = _AttentionCore.attend
+_ATTEND = MultiHeadSubspaceSelfAttention.attend
 
 
 def _attend_symmetric(self, q, k, v):  # type: ignore[no-untyped-def]
@@ -104,33 +107,27 @@ def _attend_symmetric(self, q, k, v):  # type: ignore[no-untyped-def]
     return _ATTEND(self, q, k, v)
 
 
+#: what each variant patches: (class, method) -> the variant's function
+PATCHES: dict[str, dict[tuple[type, str], Any]] = {
+    "matmul-tied-output": {
+        (MultiHeadSubspaceSelfAttention, "forward"): _forward_matmul_output,
+        (AttentionOnlyBlock, "attention_step"): _attention_step_skipping_identities,
+    },
+    "symmetric-backward": {(MultiHeadSubspaceSelfAttention, "attend"): _attend_symmetric},
+    "contiguous-P": {(MultiHeadSubspaceSelfAttention, "_split"): _split_contiguous},
+}
+
+
 @contextlib.contextmanager
 def variant(name: str, model: torch.nn.Module) -> Iterator[None]:
-    saved = (
-        MultiHeadSubspaceSelfAttention.forward,
-        _Block.attention_step,
-        _AttentionCore._split,
-        _AttentionCore.attend,
-    )
-    try:
-        if name == "matmul-tied-output":
-            MultiHeadSubspaceSelfAttention.forward = _forward_matmul_output  # type: ignore[method-assign]
-            _Block.attention_step = _attention_step_skipping_identities  # type: ignore[method-assign]
-        elif name == "symmetric-backward":
-            _AttentionCore.attend = _attend_symmetric  # type: ignore[method-assign]
-        elif name == "contiguous-P":
-            _AttentionCore._split = _split_contiguous  # type: ignore[method-assign]
-        elif name == "reference-path":
+    """``model`` computing as variant ``name`` inside the block (the classes' own methods restored after)."""
+    with contextlib.ExitStack() as stack:
+        for (cls, method), function in PATCHES.get(name, {}).items():
+            stack.enter_context(mock.patch.object(cls, method, function))
+        if name == "reference-path":
             use_reference_attention(model)
+            stack.callback(use_reference_attention, model, False)
         yield
-    finally:
-        (
-            MultiHeadSubspaceSelfAttention.forward,
-            _Block.attention_step,
-            _AttentionCore._split,
-            _AttentionCore.attend,
-        ) = saved  # type: ignore[method-assign]
-        use_reference_attention(model, on=False)
 
 
 def decode_step_seconds(model, n_cached: int = 256, steps: int = 64) -> float:  # type: ignore[no-untyped-def]
@@ -149,7 +146,9 @@ def decode_step_seconds(model, n_cached: int = 256, steps: int = 64) -> float:  
 VARIANTS = ("core", "matmul-tied-output", "contiguous-P", "reference-path", "symmetric-backward")
 
 
-def main(rounds: int = 3) -> dict:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every variant, interleaved over ``args.rounds`` rounds; the summary is printed and recorded."""
+    rounds = args.rounds
     cfg = ModelConfig(block="aot-mssa", n_layer=6, n_embd=256, n_head=4, tied_output=True, block_size=512)
     torch.manual_seed(0)
     model = build_model(cfg)
@@ -178,15 +177,13 @@ def main(rounds: int = 3) -> dict:
             times[name]["decode_step"]
         )
         summary[name] = row
+    for name, row in summary.items():
+        print(
+            f"{name:20s} train {row['train_ms']:7.1f} ms (MFU {100 * row['train_mfu']:.1f} %, "
+            f"×{row['train_speedup_vs_core']:.3f})  forward {row['forward_ms']:6.1f} ms  "
+            f"decode step {row['decode_step_ms']:.3f} ms (×{row['decode_speedup_vs_core']:.3f})"
+        )
     return dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        machine=dict(
-            platform=platform.platform(),
-            torch=torch.__version__,
-            cpu_count=os.cpu_count(),
-            threads=torch.get_num_threads(),
-            load_average=os.getloadavg(),
-        ),
         setup="aot-mssa tied, 6 layers, d=256, 4 heads, T=256, batch 16, fp32; decode: 1 token after 256 cached",
         matmul_peak_flops=peak,
         rounds=rounds,
@@ -194,29 +191,27 @@ def main(rounds: int = 3) -> dict:
     )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="mssa_variants.py",
-        description=(__doc__ or "").split("\n\n")[0],
-        epilog="example: flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py 5\n"
-        "writes mssa_variants.json beside this script",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_rounds(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "rounds", nargs="?", type=int, default=3, help="interleaved rounds over the variants (default: 3)"
     )
-    args = parser.parse_args(argv)
-    if args.rounds < 1:
-        parser.error(f"rounds={args.rounds} must be at least 1")
-    return args
+
+
+BENCH = RecordedBenchmark(
+    (__doc__ or "").split("\n\n")[0],
+    HERE / "mssa_variants.json",
+    measure,
+    options=add_rounds,
+    rounds=None,
+    prog="mssa_variants.py",
+    epilog="example: flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py 5\n"
+    "writes mssa_variants.json beside this script",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorded(BENCH, argv)
 
 
 if __name__ == "__main__":
-    out = main(parse_args().rounds)
-    Path(__file__).with_name("mssa_variants.json").write_text(json.dumps(out, indent=2) + "\n")
-    for name, row in out["summary"].items():
-        print(
-            f"{name:20s} train {row['train_ms']:7.1f} ms (MFU {100 * row['train_mfu']:.1f} %, "
-            f"×{row['train_speedup_vs_core']:.3f})  forward {row['forward_ms']:6.1f} ms  "
-            f"decode step {row['decode_step_ms']:.3f} ms (×{row['decode_speedup_vs_core']:.3f})"
-        )
+    raise SystemExit(main())

@@ -13,6 +13,7 @@ About 3 CPU-minutes. ``--quick``: a tiny size, seconds (a smoke test, not a reco
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from aot.bench.precision import BF16_MARGIN, choose_precision
-from aot.bench.record import recorded_benchmark_main
+from aot.bench.record import RecordedBenchmark, run_recorded, timed_rounds
 from aot.bench.suite import BenchSettings, block_config
 from aot.bench.timing import interleaved_timings, make_optimizer, random_tokens, training_step
 from aot.models import build_model
@@ -86,14 +87,18 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    def run(quick: bool, rounds: int) -> dict[str, Any]:
-        s = BenchSettings.quick() if quick else BenchSettings()
-        settings = dict(n_embd=s.n_embd, n_head=s.n_head, depth=s.depth, seq_len=s.seq_len, batch=s.batch,
-                        rounds=rounds, repeat=s.repeat)  # fmt: skip
-        return {"settings": settings, "rows": measure(s, rounds)}
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    s, rounds = BenchSettings.quick() if args.quick else BenchSettings(), timed_rounds(args)
+    settings = dict(n_embd=s.n_embd, n_head=s.n_head, depth=s.depth, seq_len=s.seq_len, batch=s.batch,
+                    rounds=rounds, repeat=s.repeat)  # fmt: skip
+    return {"settings": settings, "rows": measure(s, rounds)}
 
-    return recorded_benchmark_main(argv, __doc__, HERE / "precision_ab.json", run, markdown)
+
+BENCH = RecordedBenchmark(__doc__, HERE / "precision_ab.json", run, markdown, quick=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorded(BENCH, argv)
 
 
 if __name__ == "__main__":

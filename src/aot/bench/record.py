@@ -1,43 +1,106 @@
-"""The command line shared by the timing scripts of ``benchmarks/bench/`` that record one JSON and its table:
-``--rounds``, ``--note``, ``--quick``, ``--out`` and ``--markdown-only``."""
+"""How every timing script of ``benchmarks/bench/`` records what it measured: one JSON record and its table.
+
+A record is :func:`aot.runinfo.timing_record`'s header — the machine (CPU model, core count, torch threads,
+torch version, GPU if any), the date, ``OMP_NUM_THREADS``, the load average before and after the timing and the
+caller's ``--note`` — then the script's own fields. It is written in one step beside the script (``--out``), and
+``markdown(record)`` (the table, rendered from the record alone) beside it with the same name and ``.md``;
+``--markdown-only`` rewrites the table from the recorded JSON without timing anything.
+
+A script declares a :class:`RecordedBenchmark` (its flags, what it measures, its table) and calls
+:func:`run_recorded`::
+
+    BENCH = RecordedBenchmark(__doc__, HERE / "rope_cache.json", measure, markdown, options=add_options)
+    def main(argv=None): return run_recorded(BENCH, argv)
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aot.run_folder import write_text_atomic
 from aot.runinfo import load_average, timing_record
 
+Record = dict[str, Any]
 
-def recorded_benchmark_main(
-    argv: list[str] | None,
-    doc: str | None,
-    default_out: Path,
-    measure: Callable[[bool, int], dict[str, Any]],
-    markdown: Callable[[dict[str, Any]], str],
-) -> int:
-    """Parse the shared flags, then either rewrite the table from the recorded JSON (``--markdown-only``) or call
-    ``measure(quick, rounds)`` (its fields join :func:`aot.runinfo.timing_record`'s header), write the JSON and
-    ``markdown(record)`` beside it (same name, ``.md``) and print the table."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default: 4)")
-    parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
-    parser.add_argument("--quick", action="store_true", help="a tiny size for a smoke test (not a record)")
-    parser.add_argument("--out", type=Path, default=default_out, help=f"the JSON record (default: {default_out.name})")
-    parser.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the JSON")
+
+@dataclass(frozen=True)
+class RecordedBenchmark:
+    """A timing script: its help (``doc``, ``prog``, ``epilog``), where its record goes (``default_out``), what it
+    measures (``measure(args)``: the record's own fields; ``args`` holds the shared flags and the script's
+    ``options``), its table (``markdown``; None: the JSON only), the default of ``--rounds`` (None: no shared
+    ``--rounds``; the script may add its own), whether it has ``--quick`` (a tiny size for a smoke test), and
+    ``check(args)``: a usage error in the script's own flags, or None."""
+
+    doc: str | None
+    default_out: Path
+    measure: Callable[[argparse.Namespace], Record]
+    markdown: Callable[[Record], str] | None = None
+    options: Callable[[argparse.ArgumentParser], None] | None = None
+    rounds: int | None = 4
+    quick: bool = False
+    prog: str | None = None
+    epilog: str | None = None
+    check: Callable[[argparse.Namespace], str | None] | None = None
+
+    def parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(
+            prog=self.prog,
+            description=self.doc,
+            epilog=self.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if self.rounds is not None:
+            parser.add_argument(
+                "--rounds", type=int, default=self.rounds, help=f"interleaved rounds (default: {self.rounds})"
+            )
+        parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
+        if self.quick:
+            parser.add_argument("--quick", action="store_true", help="a tiny size for a smoke test (not a record)")
+        parser.add_argument(
+            "--out", type=Path, default=self.default_out, help=f"the JSON record (default: {self.default_out.name})"
+        )
+        if self.markdown is not None:
+            parser.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the JSON")
+        if self.options is not None:
+            self.options(parser)
+        return parser
+
+
+def timed_rounds(args: argparse.Namespace) -> int:
+    """The rounds to time: ``--rounds``, or one with ``--quick``."""
+    return 1 if getattr(args, "quick", False) else int(args.rounds)
+
+
+def write_record(out: Path, record: Record, markdown: Callable[[Record], str] | None) -> None:
+    """The record as JSON at ``out`` and, with ``markdown``, its table at ``out`` with ``.md``; each in one step."""
+    write_text_atomic(out, json.dumps(record, indent=2) + "\n")
+    if markdown is not None:
+        write_text_atomic(out.with_suffix(".md"), markdown(record))
+
+
+def run_recorded(bench: RecordedBenchmark, argv: list[str] | None = None) -> int:
+    """Parse the flags, then either rewrite the table from the recorded JSON (``--markdown-only``) or measure,
+    write the record (:func:`aot.runinfo.timing_record`'s header, then ``bench.measure(args)``'s fields) and its
+    table, and print the table."""
+    parser = bench.parser()
     args = parser.parse_args(argv)
-    if args.rounds < 1:
+    if getattr(args, "rounds", 1) < 1:
         parser.error("--rounds must be at least 1")
+    problem = bench.check(args) if bench.check is not None else None
+    if problem:
+        parser.error(problem)
     out: Path = args.out
-    if args.markdown_only:
-        out.with_suffix(".md").write_text(markdown(json.loads(out.read_text())))
+    if getattr(args, "markdown_only", False):
+        assert bench.markdown is not None
+        write_text_atomic(out.with_suffix(".md"), bench.markdown(json.loads(out.read_text())))
         return 0
     before = load_average()
-    record = timing_record(before, args.note, **measure(args.quick, 1 if args.quick else args.rounds))
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(record))
-    print(markdown(record))
+    record = timing_record(before, args.note, **bench.measure(args))
+    write_record(out, record, bench.markdown)
+    print(bench.markdown(record) if bench.markdown is not None else f"wrote {out}")
     return 0
