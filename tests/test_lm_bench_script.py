@@ -366,3 +366,23 @@ def test_gap_along_the_longer_runs_is_each_contender_against_its_own_gpt2_at_eac
     assert along["gaps"] == pytest.approx({1: 0.15, 2: 0.125})  # (2.3 - 2.0) / 2.0, (1.8 - 1.6) / 1.6
     text = headline.along_markdown(store)
     assert "| bytes | AoT-MHSA | 8 × 384 | model.init_std=0.05 | +15.0 % | +12.5 % |\n" in text + "\n"
+
+
+def test_the_report_takes_its_cpu_lrs_from_the_recorded_rotary_sweep(bench, tmp_path):
+    """`aot reproduce`'s lm part trains each CPU model at its seed-0 sweep winner in results.json's tag rope (the
+    package holds no recorded lr); without that record it lists its steps as not runnable here, in one line."""
+    from aot.report.part import Context
+    from aot.report.parts import lm as lm_part
+
+    store = read_store(LM_BENCH / "results.json")
+    winners = {
+        s.get("model"): s.lr
+        for s in bench.SPEC.summaries(store["runs"])
+        if (s.get("tag"), s.get("tokenizer"), s.get("position"), s.get("extra")) == ("rope", "bytes", "rope", [])
+    }
+    plan = lm_part.plan(Context("quick", tmp_path))
+    assert not plan.missing
+    for (preset, _), step in zip(lm_part.CPU_MODELS["quick"].values(), plan.steps, strict=True):
+        assert step.argv[step.argv.index("--lr") + 1] == f"{winners[preset]:g}"
+    (line,) = lm_part.plan(Context("quick", tmp_path, data={"lm-sweep": str(tmp_path / "none.json")})).missing
+    assert "no lr sweep recorded" in line and "\n" not in line

@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aot.errors import AotError
 from aot.report.document import Block, Figure, Paragraph, Table
 from aot.report.paper_numbers import LM_BASELINE, LM_MODELS, LM_RECIPE, lm_gap
 from aot.report.part import Context, Part, Plan, Step, differences_blocks, fmt_count, read_step_results
+from aot.sweep import read_store, store_spec
 
 # paper model -> (our preset, model overrides) per CPU preset; the paper preset uses the paper-scale presets
 CPU_MODELS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
@@ -37,9 +39,12 @@ CPU_MODELS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
 }
 # Every CPU model trains with rotary positions at its family's best lr in benchmarks/lm's rotary sweep (tag rope:
 # lr 1e-3 / 3e-3 / 1e-2, 4.7M parameters, 1M byte tokens): with learned absolute positions the attention-only models
-# stay at the bigram level on budgets like these (benchmarks/lm/README.md).
+# stay at the bigram level on budgets like these (benchmarks/lm/README.md). The lrs are read from the benchmark's
+# record (benchmarks/lm/results.json of this checkout, or --data lm-sweep=FILE), by the sweep engine's rule (each
+# model's seed-0 sweep winner): recorded results stay with the benchmark, not in the package.
 CPU_POSITION = "rope"
-CPU_LR = {"gpt2-cpu": 3e-3, "aot-mhsa-l-cpu": 1e-3, "aot-mssa-l-cpu": 3e-3}
+LM_SWEEP = Path(__file__).resolve().parents[4] / "benchmarks" / "lm" / "results.json"
+LM_SWEEP_ROWS = {"tag": "rope", "tokenizer": "bytes", "position": CPU_POSITION, "extra": []}  # the sweep read
 # training options per CPU preset (the cpu-bench recipe: AdamW, warm-up, cosine, precision auto)
 CPU_TRAIN: dict[str, list[str]] = {
     "tiny": ["--steps", "4", "--set", "model.block_size=32", "--set", "train.eval_every=2",
@@ -47,6 +52,23 @@ CPU_TRAIN: dict[str, list[str]] = {
     "quick": ["--steps", "200", "--set", "model.block_size=128", "--set", "train.eval_every=50"],
     "full": ["--steps", "1000", "--set", "train.eval_every=100", "--set", "train.checkpoint_every=100"],
 }  # fmt: skip
+
+
+def cpu_lrs(ctx: Context) -> tuple[dict[str, float], list[str]]:
+    """Each model preset's best lr in benchmarks/lm's rotary sweep (:data:`LM_SWEEP_ROWS`), and why some are
+    missing (no record here: the report then lists the steps without running them)."""
+    path = Path(ctx.data.get("lm-sweep", LM_SWEEP))
+    if not path.is_file():
+        return {}, [f"no lr sweep recorded at {path} (benchmarks/lm/results.json): pass --data lm-sweep=FILE"]
+    try:
+        store = read_store(path)
+        summaries = store_spec(store).summaries(store["runs"])
+    except AotError as exc:
+        return {}, [str(exc)]
+    lrs = {s.get("model"): s.lr for s in summaries if all(s.get(k) == v for k, v in LM_SWEEP_ROWS.items())}
+    wanted = {preset for models in CPU_MODELS.values() for preset, _ in models.values()}
+    absent = sorted(wanted - set(lrs))
+    return lrs, [f"{path} has no lr sweep of {', '.join(absent)} (tag rope, bytes)"] if absent else []
 
 
 def _slug(name: str) -> str:
@@ -81,16 +103,17 @@ def plan(ctx: Context) -> Plan:
         steps, missing = _paper_steps(ctx)
         return Plan(steps, settings={"models": {m.name: m.preset for m in LM_MODELS}}, missing=missing)
     corpus = ctx.data.get("text", "shakespeare")
+    lrs, missing = cpu_lrs(ctx)
     steps = []
     for name, (preset, overrides) in CPU_MODELS[ctx.preset].items():
         argv = ["train", "lm", "--preset", "cpu-bench", "--model", preset, "--corpus", corpus, "--tokenizer", "bytes"]
         for k, v in overrides.items():
             argv += ["--set", f"model.{k}={v}"]
-        argv += ["--set", f"model.position={CPU_POSITION}", "--lr", f"{CPU_LR[preset]:g}"]
+        argv += ["--set", f"model.position={CPU_POSITION}", *(["--lr", f"{lrs[preset]:g}"] if preset in lrs else [])]
         argv += [*CPU_TRAIN[ctx.preset], "--set", "train.progress=false"]
         steps.append(Step(_slug(name), argv, resumable=ctx.preset == "full"))
     models = {name: [preset, overrides] for name, (preset, overrides) in CPU_MODELS[ctx.preset].items()}
-    return Plan(steps, settings={"models": models, "corpus": corpus})
+    return Plan(steps, settings={"models": models, "corpus": corpus}, missing=missing)
 
 
 def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
