@@ -175,7 +175,7 @@ def test_icl_script_reuses_a_finished_run_and_records_it_under_its_tag_task_mode
     """benchmarks/icl/run.py goes through the sweep engine: a run whose folder holds a finished results.json is
     recorded without training, as a row keyed tag/task/model with its command; every recorded row's command
     trains into the folder its key names (so a rerun of that command finds and reuses it)."""
-    from aot.sweep import read_store, run_trial
+    from aot.sweep import Execution, read_store
 
     icl = load_benchmark("icl_run", BENCH.parent / "icl" / "run.py")
     args = icl.build_parser().parse_args(["--models", "gpt2-icl-cpu", "--tag", "lanes"])
@@ -189,7 +189,7 @@ def test_icl_script_reuses_a_finished_run_and_records_it_under_its_tag_task_mode
         "eval": {"n_prompts": 1000, "error_by_k": [1.0], "k=d/2": 0.8, "k=d": 0.7, "k=2d": 0.6},
     }
     (run.folder(runs) / "results.json").write_text(json.dumps(result))
-    status, store = run_trial(run, runs, tmp_path / "results.json", icl.entry, icl.SPEC, keep_recorded=False)
+    status, store = Execution(runs, tmp_path / "results.json", icl.entry, icl.SPEC, keep_recorded=False).run_trial(run)
     assert status == "finished"
     (row,) = store["runs"]
     assert row["key"] == "lanes/linear/gpt2-icl-cpu" and row["eval"] == {"n_prompts": 1000, "k=d/2": 0.8,

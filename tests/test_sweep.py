@@ -197,16 +197,16 @@ def test_only_a_whole_results_json_counts_as_finished(tmp_path, monkeypatch):
     (runs / "cut" / "results.json").write_text(json.dumps(finished(1.5))[:20])  # killed while writing
     (runs / "odd").mkdir(parents=True)
     (runs / "odd" / "results.json").write_text("[1, 2]")  # JSON, but not a finished run's
-    status = {
-        k: execute.run_trial(FakeTrial(k), runs, store, row_of, log=lambda _: None)[0] for k in ("done", "cut", "odd")
-    }
+    execution = execute.Execution(runs, store, row_of, log=lambda _: None)
+    status = {k: execution.run_trial(FakeTrial(k))[0] for k in ("done", "cut", "odd")}
     assert status == {"done": "finished", "cut": "trained", "odd": "trained"}
     assert trained == [runs / "cut", runs / "odd"]
     # a run the store records whose folder is gone (trained elsewhere) is kept as recorded
-    status_gone, _ = execute.run_trial(FakeTrial("elsewhere"), runs, store, row_of)
-    assert status_gone == "trained"
+    assert execution.run_trial(FakeTrial("elsewhere"))[0] == "trained"
     (runs / "elsewhere" / "results.json").unlink()
-    assert execute.run_trial(FakeTrial("elsewhere"), runs, store, row_of)[0] == "recorded"
+    assert execution.run_trial(FakeTrial("elsewhere"))[0] == "recorded"
+    strict = execute.Execution(runs, store, row_of, log=lambda _: None, keep_recorded=False)
+    assert strict.run_trial(FakeTrial("elsewhere"))[0] == "trained"  # a caller that needs the folder retrains
     assert {r["key"]: r["loss"] for r in read_store(store)["runs"]} == {
         "done": 1.5,
         "cut": 2.0,

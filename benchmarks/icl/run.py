@@ -23,7 +23,7 @@ from pathlib import Path
 from aot.bench.lock import cpu_lock
 from aot.eval.icl_runs import evaluate_runs, plot_curves
 from aot.run_folder import write_text_atomic
-from aot.sweep import SweepSpec, run_trial
+from aot.sweep import Execution, SweepSpec
 from aot.sweep.training import build_run, finished_results
 from aot.tasks import TaskRun
 
@@ -125,12 +125,13 @@ def run_task(args: argparse.Namespace, regression: str, store_path: Path) -> Non
     """Train every model on ``regression`` (or reuse its finished run), then evaluate them together."""
     run_dirs, labels = [], []
     runs = Path(args.runs)
+    # keep_recorded=False: the evaluation below reads every run's folder, so a recorded run without one trains again
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    execution = Execution(runs, store_path, entry, SPEC, "cpu", log=log, keep_recorded=False)
     for run in plan_runs(args, regression):
         if args.eval_only and finished_results(run.folder(runs)) is None:
             continue
-        run_trial(
-            run, runs, store_path, entry, SPEC, "cpu", log=lambda line: print(line, flush=True), keep_recorded=False
-        )
+        execution.run_trial(run)
         run_dirs.append(run.folder(runs))
         labels.append(run.model)
     if not run_dirs:

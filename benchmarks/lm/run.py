@@ -40,7 +40,7 @@ from pathlib import Path
 
 from aot.bench.flops import flops_per_token
 from aot.run_folder import write_text_atomic
-from aot.sweep import Plan, Reference, Summary, SweepSpec, plan_sweep, read_store, run_key, run_plan, sweep_winners
+from aot.sweep import Execution, Plan, Reference, Summary, SweepSpec, plan_sweep, read_store, run_key, sweep_winners
 from aot.sweep.figures import draw_quality_per_compute
 from aot.sweep.metrics import lm_row
 from aot.sweep.reference import gap, reference_summary
@@ -55,25 +55,25 @@ MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu", "aot-mssa-l-cpu", "crate-l-cpu", "crate-
 ALL_MODELS = [*MODELS, "aot-mssa-tied-l-cpu", "llama-l-cpu", "crate-alpha-l-cpu"]
 TOKENIZERS = ["bytes", "bpe-4096"]
 PRESET = "cpu-bench"
+#: how a gap is read: against GPT-2 trained on the same footing (tokenizer, positions, budget), with the contender's
+#: recipe overrides but its own shape, in the contender's tag first, at GPT-2's best lr
+REFERENCE = Reference(
+    field="model",
+    value="gpt2-cpu",
+    match=("tokenizer", "position", "tokens"),
+    overrides="extra",
+    own=("model.n_layer=", "model.n_embd=", "model.n_head=", "model.head_dim="),
+    prefer=("tag",),
+)
 #: how results.json is read (written into it, so headline.py and the report read it the same way): a config is
-#: tag / tokenizer / model / position / other overrides; summaries show val loss (nats/token); gaps are to GPT-2
-#: trained on the same footing, with the contender's recipe overrides but its own shape
+#: tag / tokenizer / model / position / other overrides; summaries show val loss (nats/token)
 SPEC = SweepSpec(
     task="lm",
     preset=PRESET,
     group=("tag", "tokenizer", "model", "position", "extra"),
     shown="val_loss",
-    reference=Reference(
-        field="model",
-        value="gpt2-cpu",
-        match=("tokenizer", "position", "tokens"),
-        overrides="extra",
-        own=("model.n_layer=", "model.n_embd=", "model.n_head=", "model.head_dim="),
-        prefer=("tag",),
-    ),
+    reference=REFERENCE,
 )
-REFERENCE = SPEC.reference
-assert REFERENCE is not None
 
 
 @functools.cache
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_grid(args: argparse.Namespace, results_path: Path) -> dict:
-    """Train what the plan asks for and has not finished (:func:`aot.sweep.run_plan`), recording each row into
+    """Train what the plan asks for and has not finished (:meth:`aot.sweep.Execution.run_plan`), recording each row into
     ``results_path`` and rewriting table.md beside it."""
 
     def recorded(store: dict, row: dict, status: str) -> None:
@@ -268,17 +268,9 @@ def run_grid(args: argparse.Namespace, results_path: Path) -> dict:
         write_text_atomic(results_path.with_name("table.md"), markdown(store))
         print(json.dumps({k: row[k] for k in ("tag", "tokenizer", "model", "overrides", "val_loss")}), flush=True)
 
-    return run_plan(
-        lambda store: make_plan(args, store),
-        Path(args.runs),
-        results_path,
-        summary_row,
-        SPEC,
-        device="cpu",
-        lock=args.lock,
-        on_record=recorded,
-        log=lambda line: print(line, flush=True),
-    )
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    execution = Execution(Path(args.runs), results_path, summary_row, SPEC, "cpu", args.lock, log)
+    return execution.run_plan(lambda store: make_plan(args, store), on_record=recorded)
 
 
 def summary_row(run: Run, result: dict, folder: Path) -> dict:

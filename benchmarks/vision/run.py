@@ -28,7 +28,7 @@ from pathlib import Path
 from aot.config import ModelConfig
 from aot.run_folder import write_text_atomic
 from aot.runinfo import replace_marked_block
-from aot.sweep import Plan, SweepSpec, read_store, run_key, run_plan
+from aot.sweep import Execution, Plan, SweepSpec, read_store, run_key
 from aot.sweep.metrics import vision_row
 from aot.sweep.training import build_run
 from aot.tasks import TaskRun
@@ -163,6 +163,7 @@ class Run:
 
 def plan_runs(args: argparse.Namespace) -> list[Run]:
     """The runs of ``args.mode``: every model at every seed (main), or the chosen ablation rows (seed 0)."""
+    jobs: list[tuple[str, str, list[str], int]]
     if args.mode == "main":
         jobs = [(m, m, [], seed) for seed in args.seeds for m in args.models]
         steps = [f"train.steps={args.steps}"] if args.steps else []
@@ -192,18 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = plan_runs(args)
     if runs:
-        run_plan(
-            lambda store: Plan(runs),
-            Path(args.runs),
-            RESULTS,
-            summary_row,
-            SPEC,
-            device="cpu",
-            lock=args.lock,
-            on_record=lambda store, row, status: print(json.dumps(row), flush=True),
-            log=lambda line: print(line, flush=True),
-            keep_recorded=False,  # as before: a run whose folder is gone trains again
-        )
+        # keep_recorded=False, as before: a run whose folder is gone trains again
+        log = lambda line: print(line, flush=True)  # noqa: E731
+        execution = Execution(Path(args.runs), RESULTS, summary_row, SPEC, "cpu", args.lock, log, keep_recorded=False)
+        execution.run_plan(lambda store: Plan(runs), on_record=lambda store, row, status: print(json.dumps(row)))
     report()
     return 0
 

@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from aot.sweep.execute import run_plan, run_trial
+from aot.sweep.execute import Execution
 from aot.sweep.grid import Plan, grid_configs, parse_axes, plan_sweep, run_key
 from aot.sweep.metrics import TASK_METRICS, Metric, task_metrics
 from aot.sweep.selection import Axes, Summary, best_lr, best_row, seed_summary, sweep_winners
@@ -30,6 +30,7 @@ from aot.sweep.task_sweep import GridSweep, run_grid_sweep
 __all__ = [
     "TASK_METRICS",
     "Axes",
+    "Execution",
     "GridSweep",
     "Metric",
     "Plan",
@@ -45,8 +46,6 @@ __all__ = [
     "record_rows",
     "run_grid_sweep",
     "run_key",
-    "run_plan",
-    "run_trial",
     "seed_summary",
     "store_spec",
     "sweep_winners",

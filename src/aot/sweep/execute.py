@@ -11,6 +11,7 @@ checkpoint when it was killed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,63 +40,55 @@ class Trial(Protocol):
 
 
 RowOf = Callable[[Any, dict[str, Any], Path], dict[str, Any]]
-
-
-def run_trial(
-    trial: Trial,
-    runs: Path,
-    store_path: Path,
-    row_of: RowOf,
-    spec: SweepSpec | None = None,
-    device: str = "cpu",
-    lock: str | None = None,
-    log: Callable[[str], None] = print,
-    keep_recorded: bool = True,
-) -> tuple[str, dict[str, Any]]:
-    """Train ``trial`` unless it finished or is recorded (see the module), record ``row_of(trial, results,
-    folder)`` under its key, and return how it went (``trained``, ``finished``: refreshed from its folder,
-    ``recorded``: kept as the store has it) with the store as it now is."""
-    out = trial.folder(runs)
-    results = finished_results(out)
-    status = "finished"
-    if results is None:
-        store = read_store(store_path)
-        if keep_recorded and trial.key in recorded_keys(store):
-            return "recorded", store
-        log(f"== {trial.describe()}")
-        with cpu_lock(lock):
-            results = train(trial.task, trial.build(), out, device)
-        status = "trained"
-    row = {"key": trial.key, **row_of(trial, results, out)}
-    return status, record_rows(store_path, [row], spec)
-
-
 OnRecord = Callable[[dict[str, Any], dict[str, Any], str], None]
 
 
-def run_plan(
-    make_plan: Callable[[dict[str, Any]], Plan[Any]],
-    runs: Path,
-    store_path: Path,
-    row_of: RowOf,
-    spec: SweepSpec | None = None,
-    device: str = "cpu",
-    lock: str | None = None,
-    on_record: OnRecord | None = None,
-    log: Callable[[str], None] = print,
-    keep_recorded: bool = True,
-) -> dict[str, Any]:
-    """Run every trial of ``make_plan(store)`` (:func:`run_trial`); then plan again from the store, since a sweep
-    that just finished gives its waiting seeds their lr, and run what is new, until nothing is. ``on_record(store,
-    row, status)`` after each run (rewrite a table, print a line); ``keep_recorded``: see :func:`run_trial`. Returns
-    the final store."""
-    store = read_store(store_path)
-    todo = list(make_plan(store).runs)
-    while todo:
-        for trial in todo:
-            status, store = run_trial(trial, runs, store_path, row_of, spec, device, lock, log, keep_recorded)
-            if on_record is not None:
-                on_record(store, next(r for r in store["runs"] if r["key"] == trial.key), status)
-        store = read_store(store_path)
-        todo = [t for t in make_plan(store).runs if t.key not in recorded_keys(store)]
-    return store
+@dataclass(frozen=True)
+class Execution:
+    """Where a sweep's runs live (``runs``: a folder per trial) and are recorded (``store``: the results store,
+    a row ``row_of(trial, results, folder)`` per run, stamped with ``spec``), on which ``device``, holding which
+    flock(1)-style ``lock`` around each training, printing through ``log``; ``keep_recorded``: see the module."""
+
+    runs: Path
+    store: Path
+    row_of: RowOf
+    spec: SweepSpec | None = None
+    device: str = "cpu"
+    lock: str | None = None
+    log: Callable[[str], None] = print
+    keep_recorded: bool = True
+
+    def run_trial(self, trial: Trial) -> tuple[str, dict[str, Any]]:
+        """Train ``trial`` unless it finished or is recorded (see the module), record its row under its key, and
+        return how it went (``trained``, ``finished``: refreshed from its folder, ``recorded``: kept as the store
+        has it) with the store as it now is."""
+        out = trial.folder(self.runs)
+        results = finished_results(out)
+        status = "finished"
+        if results is None:
+            store = read_store(self.store)
+            if self.keep_recorded and trial.key in recorded_keys(store):
+                return "recorded", store
+            self.log(f"== {trial.describe()}")
+            with cpu_lock(self.lock):
+                results = train(trial.task, trial.build(), out, self.device)
+            status = "trained"
+        row = {"key": trial.key, **self.row_of(trial, results, out)}
+        return status, record_rows(self.store, [row], self.spec)
+
+    def run_plan(
+        self, make_plan: Callable[[dict[str, Any]], Plan[Any]], on_record: OnRecord | None = None
+    ) -> dict[str, Any]:
+        """Run every trial of ``make_plan(store)`` (:meth:`run_trial`); then plan again from the store, since a
+        sweep that just finished gives its waiting seeds their lr, and run what is new, until nothing is.
+        ``on_record(store, row, status)`` after each run (rewrite a table, print a line). Returns the store."""
+        store = read_store(self.store)
+        todo = list(make_plan(store).runs)
+        while todo:
+            for trial in todo:
+                status, store = self.run_trial(trial)
+                if on_record is not None:
+                    on_record(store, next(r for r in store["runs"] if r["key"] == trial.key), status)
+            store = read_store(self.store)
+            todo = [t for t in make_plan(store).runs if t.key not in recorded_keys(store)]
+        return store

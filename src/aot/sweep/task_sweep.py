@@ -14,7 +14,7 @@ from typing import Any
 
 from aot.errors import ConfigError
 from aot.run_folder import check_writable_dir, write_text_atomic
-from aot.sweep.execute import run_plan
+from aot.sweep.execute import Execution
 from aot.sweep.grid import LR_FIELD, SEED_FIELD, Plan, folder_name, grid_configs, parse_axes, plan_sweep, run_key
 from aot.sweep.metrics import Metric, task_metrics
 from aot.sweep.render import summary_markdown
@@ -195,6 +195,7 @@ def run_grid_sweep(
         )
         write_text_atomic(out / TABLE_FILE, sweep.markdown(store))
 
-    store = run_plan(sweep.plan, out / "runs", store_path, trial_row, sweep.spec(), device, on_record=progress, log=log)
+    execution = Execution(out / "runs", store_path, trial_row, sweep.spec(), device, log=log)
+    store = execution.run_plan(sweep.plan, on_record=progress)
     write_text_atomic(out / TABLE_FILE, sweep.markdown(store))
     return store
