@@ -238,18 +238,16 @@ def test_every_timing_script_records_through_aot_bench_record():
 
 
 def test_a_recorded_benchmark_writes_its_record_with_the_machine_and_its_table(tmp_path, capsys):
-    from aot.bench.record import RecordedBenchmark, run_recorded
+    from aot.bench.record import RecordedBenchmark, count, run_recorded
 
     def measure(args):  # type: ignore[no-untyped-def]
         return {"rows": [{"rounds": args.rounds, "size": args.size}]}
 
     def add_size(parser):  # type: ignore[no-untyped-def]
-        parser.add_argument("--size", type=int, default=3)
+        parser.add_argument("--size", type=count, default=3)
 
-    bench = RecordedBenchmark(
-        "doc", tmp_path / "x.json", measure, lambda r: f"# x\n\n{r['rows']}\n", options=add_size,
-        check=lambda args: "--size must be positive" if args.size < 1 else None,
-    )  # fmt: skip
+    table = lambda r: f"# x\n\n{r['rows']}\n"  # noqa: E731
+    bench = RecordedBenchmark(str(tmp_path / "x.py"), "doc", measure, table, options=add_size)
     assert run_recorded(bench, ["--rounds", "2", "--size", "5", "--note", "quiet"]) == 0
     record = json.loads((tmp_path / "x.json").read_text())
     assert record["rows"] == [{"rounds": 2, "size": 5}] and record["note"] == "quiet"
@@ -257,6 +255,7 @@ def test_a_recorded_benchmark_writes_its_record_with_the_machine_and_its_table(t
     assert (tmp_path / "x.md").read_text() == "# x\n\n[{'rounds': 2, 'size': 5}]\n" and "# x" in capsys.readouterr().out
     (tmp_path / "x.md").unlink()
     assert run_recorded(bench, ["--markdown-only"]) == 0 and (tmp_path / "x.md").is_file()
-    with pytest.raises(SystemExit):
-        run_recorded(bench, ["--size", "0"])
-    assert "--size must be positive" in capsys.readouterr().err
+    for bad, message in ((["--size", "0"], "0 is not at least 1"), (["--rounds", "x"], "invalid int value: 'x'")):
+        with pytest.raises(SystemExit):
+            run_recorded(bench, bad)
+        assert message in capsys.readouterr().err

@@ -123,6 +123,21 @@ def test_every_task_declares_the_metric_its_sweeps_rank_by():
     }
 
 
+def test_each_task_row_keeps_its_numbers_from_results_json():
+    machine = {"date": "2026-12-01 10:00 UTC"}
+    model = {"block": "aot-mssa", "n_layer": 2, "n_embd": 16, "params": 9, "norm": "none", "residual_scale": "none"}
+    train = {"epochs": 1.0, "images_per_second": 50.0, "train_seconds": 3.0, "wall_seconds": 4.0, "steps": 5}
+    vision = {"model": model, "train": train, "machine": machine, "val": {"top1": 0.8},
+              "test": {"top1": 0.7, "top5": 0.9, "loss": 1.1}}  # fmt: skip
+    row = TASK_METRICS["vision"].row(vision)
+    assert (row["val_top1"], row["test_top5"], row["n_embd"], row["wall_seconds"]) == (0.8, 0.9, 16, 4.0)
+    icl = {"model": model, "train": {**train, "final_train_loss": 3.0}, "machine": machine,
+           "eval": {"k=d/2": 0.8, "k=d": 0.5, "k=2d": 0.2}}  # fmt: skip
+    row = TASK_METRICS["icl"].row(icl)
+    assert (row["error_at_half_d"], row["error_at_d"], row["error_at_2d"], row["steps"]) == (0.8, 0.5, 0.2, 5)
+    assert row["date"] == machine["date"]
+
+
 # -- the store ---------------------------------------------------------------------------------------------
 
 

@@ -36,7 +36,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -44,14 +43,13 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from aot.bench.record import RecordedBenchmark, run_recorded
+from aot.bench.record import RecordedBenchmark, count, run_recorded
 from aot.bench.timing import make_optimizer, time_calls, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
 from aot.nn.attention import MultiHeadSubspaceSelfAttention, causal_mask, reference_attention
 from aot.runinfo import timing_header
 
-HERE = Path(__file__).parent
 HEADS, HEAD_DIM, TOKENS = 4, 64, 4096
 SCALE = 1.0 / math.sqrt(HEAD_DIM)
 SEQ_LENS = (128, 256, 512, 1024)
@@ -346,7 +344,7 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repeat", type=int, default=2, help="timed calls per round after a warm-up (default: 2)")
+    parser.add_argument("--repeat", type=count, default=2, help="timed calls per round after a warm-up (default: 2)")
     parser.add_argument("--no-flex", action="store_true", help="skip the torch.compile FlexAttention check")
 
 
@@ -365,17 +363,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-BENCH = RecordedBenchmark(
-    (__doc__ or "").split("\n\n")[0],
-    HERE / "attention_paths.json",
-    measure,
-    markdown,
-    options=add_options,
-    rounds=3,
-    prog="attention_paths.py",
-    epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/attention_paths.py --note 'quiet'",
-    check=lambda args: "--repeat must be at least 1" if args.repeat < 1 else None,
-)
+BENCH = RecordedBenchmark(__file__, __doc__, measure, markdown, options=add_options, rounds=3)
 
 
 def main(argv: list[str] | None = None) -> int:

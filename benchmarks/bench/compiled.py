@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,7 +33,6 @@ from aot.bench.timing import interleaved_timings, make_optimizer, random_tokens,
 from aot.models import build_model
 from aot.runinfo import timing_header
 
-HERE = Path(__file__).resolve().parent
 MODELS = ("AoT-MSSA (tied)", "GPT-2")  # labels of aot.bench.suite.BLOCKS
 HF_LABEL = "HF GPT-2"
 
@@ -115,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return measure(BenchSettings.quick() if args.quick else BenchSettings(), timed_rounds(args))
 
 
-BENCH = RecordedBenchmark(__doc__, HERE / "compiled.json", run, markdown, quick=True)
+BENCH = RecordedBenchmark(__file__, __doc__, run, markdown, quick=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,18 +24,16 @@ import statistics
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from aot import build_model, preset_config
 from aot.bench.peer import hf_gpt2, hf_version, load_aot_weights_into_hf
-from aot.bench.record import RecordedBenchmark, run_recorded
+from aot.bench.record import RecordedBenchmark, count, run_recorded
 from aot.models.lm import CausalLM
 from aot.runinfo import timing_header
 
-HERE = Path(__file__).parent
 PROMPT_LEN = 16
 
 
@@ -63,7 +61,7 @@ def generate_hf(model: Any, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--new-tokens", type=int, default=512, help="tokens generated per sequence (default 512)")
+    parser.add_argument("--new-tokens", type=count, default=512, help="tokens generated per sequence (default 512)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8], help="batch sizes (default: 1 8)")
 
 
@@ -148,17 +146,7 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-BENCH = RecordedBenchmark(
-    (__doc__ or "").split("\n\n")[0],
-    HERE / "generation.json",
-    measure,
-    markdown,
-    options=add_options,
-    rounds=3,
-    prog="generation.py",
-    epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/generation.py --note quiet",
-    check=lambda args: "--new-tokens must be at least 1" if args.new_tokens < 1 else None,
-)
+BENCH = RecordedBenchmark(__file__, __doc__, measure, markdown, options=add_options, rounds=3)
 
 
 def main(argv: list[str] | None = None) -> int:

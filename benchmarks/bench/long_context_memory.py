@@ -23,15 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
-from aot.bench.record import RecordedBenchmark, run_recorded
+from aot.bench.record import RecordedBenchmark, count, run_recorded
 from aot.bench.timing import peak_generation_memory, peak_training_memory
 from aot.config import ModelConfig
 from aot.runinfo import timing_header
 
-HERE = Path(__file__).parent
 SECTIONS = ("train", "generate")
 SETUP = (
     "6 layers, d = 256, 4 heads, vocab 256 (AoT-MSSA tied; AoT-MHSA; GPT-2 with its MLP), batch 1, fp32. train: "
@@ -139,7 +137,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         default=list(SECTIONS),
         help="what to measure (default: both); the JSON keeps the other section's earlier rows",
     )
-    parser.add_argument("--new-tokens", type=int, default=16, help="tokens generated after each prompt (default 16)")
+    parser.add_argument("--new-tokens", type=count, default=16, help="tokens generated after each prompt (default 16)")
 
 
 def measure_sections(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,16 +156,7 @@ def measure_sections(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-BENCH = RecordedBenchmark(
-    (__doc__ or "").split("\n\n")[0],
-    HERE / "long_context_memory.json",
-    measure_sections,
-    markdown,
-    options=add_options,
-    rounds=None,
-    prog="long_context_memory.py",
-    epilog="example: OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench/long_context_memory.py",
-)
+BENCH = RecordedBenchmark(__file__, __doc__, measure_sections, markdown, options=add_options, rounds=None)
 
 
 def main(argv: list[str] | None = None) -> int:

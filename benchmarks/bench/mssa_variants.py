@@ -29,7 +29,6 @@ import contextlib
 import statistics
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -37,14 +36,12 @@ import torch
 
 from aot.bench.flops import flops_per_token
 from aot.bench.peaks import measure_matmul_peak
-from aot.bench.record import RecordedBenchmark, run_recorded
+from aot.bench.record import RecordedBenchmark, count, run_recorded
 from aot.bench.timing import forward_pass, make_optimizer, median_seconds, training_step
 from aot.config import ModelConfig
 from aot.models import build_model
 from aot.nn.attention import MultiHeadSubspaceSelfAttention, use_reference_attention
 from aot.nn.blocks import AttentionOnlyBlock
-
-HERE = Path(__file__).resolve().parent
 
 
 def _forward_matmul_output(self, x, cache=None):  # type: ignore[no-untyped-def]
@@ -193,20 +190,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_rounds(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "rounds", nargs="?", type=int, default=3, help="interleaved rounds over the variants (default: 3)"
+        "rounds", nargs="?", type=count, default=3, help="interleaved rounds over the variants (default: 3)"
     )
 
 
-BENCH = RecordedBenchmark(
-    (__doc__ or "").split("\n\n")[0],
-    HERE / "mssa_variants.json",
-    measure,
-    options=add_rounds,
-    rounds=None,
-    prog="mssa_variants.py",
-    epilog="example: flock /tmp/aot-cpu.lock env PYTHONPATH=src python benchmarks/bench/mssa_variants.py 5\n"
-    "writes mssa_variants.json beside this script",
-)
+BENCH = RecordedBenchmark(__file__, __doc__, measure, options=add_rounds, rounds=None)
 
 
 def main(argv: list[str] | None = None) -> int:

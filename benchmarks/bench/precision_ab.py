@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,7 +26,6 @@ from aot.bench.timing import interleaved_timings, make_optimizer, random_tokens,
 from aot.models import build_model
 from aot.runinfo import timing_header
 
-HERE = Path(__file__).resolve().parent
 MODELS = ("AoT-MSSA (tied)", "AoT-MHSA", "GPT-2")  # labels of aot.bench.suite.BLOCKS
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -94,7 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"settings": settings, "rows": measure(s, rounds)}
 
 
-BENCH = RecordedBenchmark(__doc__, HERE / "precision_ab.json", run, markdown, quick=True)
+BENCH = RecordedBenchmark(__file__, __doc__, run, markdown, quick=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,14 +15,13 @@ import argparse
 import contextlib
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import torch
 
 from aot import build_model, preset_config
-from aot.bench.record import RecordedBenchmark, run_recorded
+from aot.bench.record import RecordedBenchmark, count, run_recorded
 from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
 from aot.nn.rotary import Rotary
 from aot.runinfo import timing_header
@@ -54,7 +53,7 @@ RECOMPUTED = (
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=2, help="timed training steps per round (default: 2)")
+    parser.add_argument("--steps", type=count, default=2, help="timed training steps per round (default: 2)")
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -120,7 +119,7 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-BENCH = RecordedBenchmark(__doc__, Path(__file__).with_name("rope_cache.json"), measure, markdown, options=add_options)
+BENCH = RecordedBenchmark(__file__, __doc__, measure, markdown, options=add_options)
 
 
 def main(argv: list[str] | None = None) -> int:

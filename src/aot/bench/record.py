@@ -9,8 +9,11 @@ caller's ``--note`` — then the script's own fields. It is written in one step 
 A script declares a :class:`RecordedBenchmark` (its flags, what it measures, its table) and calls
 :func:`run_recorded`::
 
-    BENCH = RecordedBenchmark(__doc__, HERE / "rope_cache.json", measure, markdown, options=add_options)
+    BENCH = RecordedBenchmark(__file__, __doc__, measure, markdown, options=add_options)
     def main(argv=None): return run_recorded(BENCH, argv)
+
+The record is the script's name with ``.json`` (``rope_cache.py`` → ``rope_cache.json``) unless ``--out`` says
+otherwise; ``--help`` shows the script's docstring.
 """
 
 from __future__ import annotations
@@ -30,33 +33,31 @@ Record = dict[str, Any]
 
 @dataclass(frozen=True)
 class RecordedBenchmark:
-    """A timing script: its help (``doc``, ``prog``, ``epilog``), where its record goes (``default_out``), what it
-    measures (``measure(args)``: the record's own fields; ``args`` holds the shared flags and the script's
-    ``options``), its table (``markdown``; None: the JSON only), the default of ``--rounds`` (None: no shared
-    ``--rounds``; the script may add its own), whether it has ``--quick`` (a tiny size for a smoke test), and
-    ``check(args)``: a usage error in the script's own flags, or None."""
+    """A timing script (``script``: its ``__file__``; its record goes beside it, named after it), its help
+    (``doc``), what it measures (``measure(args)``: the record's own fields; ``args`` holds the shared flags and
+    the script's ``options``; :func:`count` types a flag that must be at least 1), its table (``markdown``;
+    None: the JSON only), the default of ``--rounds`` (None: no shared ``--rounds``; the script may add its
+    own), and whether it has ``--quick`` (a tiny size for a smoke test)."""
 
+    script: str
     doc: str | None
-    default_out: Path
     measure: Callable[[argparse.Namespace], Record]
     markdown: Callable[[Record], str] | None = None
     options: Callable[[argparse.ArgumentParser], None] | None = None
     rounds: int | None = 4
     quick: bool = False
-    prog: str | None = None
-    epilog: str | None = None
-    check: Callable[[argparse.Namespace], str | None] | None = None
+
+    @property
+    def default_out(self) -> Path:
+        return Path(self.script).resolve().with_suffix(".json")
 
     def parser(self) -> argparse.ArgumentParser:
         parser = argparse.ArgumentParser(
-            prog=self.prog,
-            description=self.doc,
-            epilog=self.epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            prog=Path(self.script).name, description=self.doc, formatter_class=argparse.RawDescriptionHelpFormatter
         )
         if self.rounds is not None:
             parser.add_argument(
-                "--rounds", type=int, default=self.rounds, help=f"interleaved rounds (default: {self.rounds})"
+                "--rounds", type=count, default=self.rounds, help=f"interleaved rounds (default: {self.rounds})"
             )
         parser.add_argument("--note", default="", help="what else ran on the machine (recorded)")
         if self.quick:
@@ -69,6 +70,17 @@ class RecordedBenchmark:
         if self.options is not None:
             self.options(parser)
         return parser
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (rounds, repeats, tokens); a usage error otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
 
 
 def timed_rounds(args: argparse.Namespace) -> int:
@@ -89,11 +101,6 @@ def run_recorded(bench: RecordedBenchmark, argv: list[str] | None = None) -> int
     table, and print the table."""
     parser = bench.parser()
     args = parser.parse_args(argv)
-    if getattr(args, "rounds", 1) < 1:
-        parser.error("--rounds must be at least 1")
-    problem = bench.check(args) if bench.check is not None else None
-    if problem:
-        parser.error(problem)
     out: Path = args.out
     if getattr(args, "markdown_only", False):
         assert bench.markdown is not None

@@ -33,66 +33,57 @@ class Metric:
         return self.label or self.field
 
 
+def pick(results: dict[str, Any], fields: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """``{name: results[a][b]...}`` for each ``name: (a, b, ...)`` of ``fields`` (a missing key gives None)."""
+    row = {}
+    for name, path in fields.items():
+        value: Any = results
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        row[name] = value
+    return row
+
+
+#: the numbers a store keeps of a run, per task: row field -> where it is in the run's results.json
+TIMES = {name: ("train", name) for name in ("train_seconds", "wall_seconds")}
+LM_FIELDS = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "non_embedding_params")},
+    "tokens": ("train", "tokens"),
+    **{f"{split}_loss": (split, "loss") for split in ("val", "test")},
+    **{f"{split}_nats_per_byte": (split, "nats_per_byte") for split in ("val", "test")},
+    "tokens_per_second": ("train", "tokens_per_second"),
+    **TIMES,
+    "bigram_val_loss": ("baselines", "val", "bigram", "loss"),
+}
+VISION_FIELDS = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "norm", "residual_scale", "params")},
+    "epochs": ("train", "epochs"),
+    "val_top1": ("val", "top1"),
+    **{f"test_{name}": ("test", name) for name in ("top1", "top5", "loss")},
+    "images_per_second": ("train", "images_per_second"),
+    **TIMES,
+}
+ICL_FIELDS = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "params")},
+    **{name: ("train", name) for name in ("steps", "train_seconds", "final_train_loss")},
+    **{f"error_at_{name}": ("eval", f"k={k}") for name, k in (("half_d", "d/2"), ("d", "d"), ("2d", "2d"))},
+}
+
+
 def lm_row(results: dict[str, Any]) -> dict[str, Any]:
-    """The numbers a store keeps of an lm run: size, budget, val / test loss, speed, the bigram, the curve."""
-    model, train = results["model"], results["train"]
-    return {
-        "block": model["block"],
-        "n_layer": model["n_layer"],
-        "n_embd": model["n_embd"],
-        "non_embedding_params": model["non_embedding_params"],
-        "tokens": train["tokens"],
-        "val_loss": results["val"]["loss"],
-        "test_loss": results["test"]["loss"],
-        "val_nats_per_byte": results["val"]["nats_per_byte"],
-        "test_nats_per_byte": results["test"]["nats_per_byte"],
-        "tokens_per_second": train["tokens_per_second"],
-        "train_seconds": train["train_seconds"],
-        "wall_seconds": train["wall_seconds"],
-        "bigram_val_loss": results["baselines"]["val"]["bigram"]["loss"],
-        "evals": [{"tokens": e["tokens"], "val_loss": e["val_loss"]} for e in train["evals"]],
-        "date": results["machine"]["date"],
-    }
+    """An lm run's row: size, budget, val / test loss, speed, the bigram, the periodic evaluations, the date."""
+    evals = [{"tokens": e["tokens"], "val_loss": e["val_loss"]} for e in results["train"]["evals"]]
+    return {**pick(results, LM_FIELDS), "evals": evals, "date": results["machine"]["date"]}
 
 
 def vision_row(results: dict[str, Any]) -> dict[str, Any]:
-    """The numbers a store keeps of a vision run: size, epochs, val / test accuracy, speed."""
-    model, train = results["model"], results["train"]
-    return {
-        "block": model["block"],
-        "n_layer": model["n_layer"],
-        "n_embd": model["n_embd"],
-        "norm": model["norm"],
-        "residual_scale": model["residual_scale"],
-        "params": model["params"],
-        "epochs": train["epochs"],
-        "val_top1": results["val"]["top1"],
-        "test_top1": results["test"]["top1"],
-        "test_top5": results["test"]["top5"],
-        "test_loss": results["test"]["loss"],
-        "images_per_second": train["images_per_second"],
-        "train_seconds": train["train_seconds"],
-        "wall_seconds": train["wall_seconds"],
-        "date": results["machine"]["date"],
-    }
+    """A vision run's row: size, epochs, val / test accuracy, speed, the date."""
+    return {**pick(results, VISION_FIELDS), "date": results["machine"]["date"]}
 
 
 def icl_row(results: dict[str, Any]) -> dict[str, Any]:
-    """The numbers a store keeps of an icl run: size, steps, and the held-out error at k = d/2, d and 2d."""
-    model, train, errors = results["model"], results["train"], results["eval"]
-    return {
-        "block": model["block"],
-        "n_layer": model["n_layer"],
-        "n_embd": model["n_embd"],
-        "params": model["params"],
-        "steps": train["steps"],
-        "train_seconds": train["train_seconds"],
-        "final_train_loss": train["final_train_loss"],
-        "error_at_half_d": errors.get("k=d/2"),
-        "error_at_d": errors.get("k=d"),
-        "error_at_2d": errors.get("k=2d"),
-        "date": results["machine"]["date"],
-    }
+    """An icl run's row: size, steps, the held-out error at k = d/2, d and 2d, the date."""
+    return {**pick(results, ICL_FIELDS), "date": results["machine"]["date"]}
 
 
 @dataclass(frozen=True)
