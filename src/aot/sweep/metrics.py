@@ -7,7 +7,7 @@ icl by the held-out error at k = 2d in-context examples (the point benchmarks/ic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ class Metric:
         return self.label or self.field
 
 
-def pick(results: dict[str, Any], fields: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+def pick(results: dict[str, Any], fields: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     """``{name: results[a][b]...}`` for each ``name: (a, b, ...)`` of ``fields`` (a missing key gives None)."""
     row = {}
     for name, path in fields.items():
@@ -45,8 +45,8 @@ def pick(results: dict[str, Any], fields: dict[str, tuple[str, ...]]) -> dict[st
 
 
 #: the numbers a store keeps of a run, per task: row field -> where it is in the run's results.json
-TIMES = {name: ("train", name) for name in ("train_seconds", "wall_seconds")}
-LM_FIELDS = {
+TIMES: dict[str, tuple[str, ...]] = {name: ("train", name) for name in ("train_seconds", "wall_seconds")}
+LM_FIELDS: dict[str, tuple[str, ...]] = {
     **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "non_embedding_params")},
     "tokens": ("train", "tokens"),
     **{f"{split}_loss": (split, "loss") for split in ("val", "test")},
@@ -55,7 +55,7 @@ LM_FIELDS = {
     **TIMES,
     "bigram_val_loss": ("baselines", "val", "bigram", "loss"),
 }
-VISION_FIELDS = {
+VISION_FIELDS: dict[str, tuple[str, ...]] = {
     **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "norm", "residual_scale", "params")},
     "epochs": ("train", "epochs"),
     "val_top1": ("val", "top1"),
@@ -63,7 +63,7 @@ VISION_FIELDS = {
     "images_per_second": ("train", "images_per_second"),
     **TIMES,
 }
-ICL_FIELDS = {
+ICL_FIELDS: dict[str, tuple[str, ...]] = {
     **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "params")},
     **{name: ("train", name) for name in ("steps", "train_seconds", "final_train_loss")},
     **{f"error_at_{name}": ("eval", f"k={k}") for name, k in (("half_d", "d/2"), ("d", "d"), ("2d", "2d"))},
