@@ -225,9 +225,9 @@ def test_hf_peer_needs_a_gpt2_config() -> None:
 def test_bench_command_writes_results(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "bench.yaml"
     config.write_text(
-        "n_embd: 16\nn_head: 2\nseq_len: 8\nbatch: 2\ndepth: 1\nwarmup: 1\nrepeat: 1\nseq_lens: [4, 8]\n"
-        "scaling_tokens: 16\ndepths: [1, 2]\nscaling_blocks: [AoT-MSSA (tied)]\ndecode_new: 6\ndecode_prompt: 2\n"
-        "decode_blocks: [AoT-MSSA (tied), AoT-MHSA]\npeak_sizes: [64]\n"
+        "bench: {n_embd: 16, n_head: 2, seq_len: 8, batch: 2, depth: 1, warmup: 1, repeat: 1, seq_lens: [4, 8],\n"
+        "  scaling_tokens: 16, depths: [1, 2], scaling_blocks: [AoT-MSSA (tied)], decode_new: 6, decode_prompt: 2,\n"
+        "  decode_blocks: [AoT-MSSA (tied), AoT-MHSA], peak_sizes: [64]}\n"
     )
     out = tmp_path / "out"
     code = main(
@@ -380,16 +380,13 @@ def test_every_mssa_speed_variant_computes_the_same_gradients() -> None:
 
 def test_the_gpu_bench_config_is_valid() -> None:
     """benchmarks/bench/gpu.yaml (run by scripts/device_check.sh on a GPU) names only real settings."""
-    import argparse
     from pathlib import Path
 
+    from aot.cli import build_parser
     from aot.cli.bench import settings_from_args
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "gpu.yaml"
-    args = argparse.Namespace(
-        quick=False, config=str(path), dtype="bf16", threads=None, repeat=None, no_memory=False,
-        no_breakdown=False, only=None, device="cpu",
-    )  # fmt: skip
+    args = build_parser().parse_args(["bench", "--config", str(path), "--dtype", "bf16", "--device", "cpu"])
     settings = settings_from_args(args)
     assert (settings.n_embd, settings.depth, settings.dtype) == (768, 12, "bf16")
 

@@ -348,8 +348,8 @@ def test_fsdp_sharded_save_resume_and_export(tmp_path):
 BAD_COMMANDS = [
     (["bench", "--repeat", "0", "--quick"], "bench.repeat=0 must be >= 1"),
     (["bench", "--threads", "-1", "--quick"], "bench.threads=-1 must be >= 0"),
-    (["bench", "--quick", "--config", "{cfg:batch: 0}"], "bench.batch=0 must be >= 1"),
-    (["bench", "--quick", "--config", "{cfg:seq_lens: []}"], "bench.seq_lens is empty"),
+    (["bench", "--quick", "--config", "{cfg:bench: {batch: 0}}"], "bench.batch=0 must be >= 1"),
+    (["bench", "--quick", "--config", "{cfg:bench: {seq_lens: []}}"], "bench.seq_lens is empty"),
     (["denoise", "--eta", "nan", "--no-sweeps"], "denoise.eta=nan must be a finite number"),
     (["denoise", "--eta", "inf", "--no-sweeps"], "denoise.eta=inf must be a finite number"),
     (["denoise", "--deltas", "0.2", "inf", "--no-sweeps"], "denoise.deltas[1]=inf must be a finite number"),

@@ -16,11 +16,12 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from aot.config import ModelConfig, check_fields, load_config_file  # noqa: E402
+from aot.config import ModelConfig  # noqa: E402
 from aot.errors import AotError  # noqa: E402
 from aot.models import build_model, preset_config  # noqa: E402
 from aot.tasks.lm import LMRun  # noqa: E402
 from aot.train import TrainConfig  # noqa: E402
+from aot.validation import check_fields, load_config_file  # noqa: E402
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from aot.errors import AotError
+from aot.validation import Limit, above, at_least
 
 
 @dataclass
 class AnalyzeConfig:
-    """Options (also the keys of a --config file): batches × batch_size windows of seq_len tokens; ε of the
-    coding rates; the length n of the repeated random sequences [r, r] for the induction scores."""
+    """Options (also the fields of a --config file's ``analyze:`` section): batches × batch_size windows of
+    seq_len tokens; ε of the coding rates; the length n of the repeated random sequences [r, r] for the
+    induction scores."""
 
     data: str = "val"
     batches: int = 8
@@ -19,10 +21,7 @@ class AnalyzeConfig:
     eps: float = 0.5
     induction_length: int = 32
 
-    def validate(self) -> None:
-        for name in ("batches", "batch_size", "seq_len", "induction_length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise AotError(f"{name}={value!r} must be a positive integer")
-        if not self.eps > 0:
-            raise AotError(f"eps={self.eps!r} must be positive")
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        **{name: at_least(1) for name in ("batches", "batch_size", "seq_len", "induction_length")},
+        "eps": above(0),
+    }

@@ -29,10 +29,11 @@ from aot.bench.timing import (
     training_step,
 )
 from aot.blockspec import block_specs, output_tying
-from aot.config import Limit, ModelConfig, at_least, one_of
+from aot.config import ModelConfig
 from aot.errors import AotError, ConfigError
 from aot.models import AotModel, build_model
 from aot.runinfo import machine_info
+from aot.validation import Limit, at_least, one_of
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -50,11 +51,14 @@ def __getattr__(name: str) -> Any:
 
 
 BASELINE = "GPT-2"
+#: the parts of the suite (``aot bench --only``, ``bench.sections``)
+SUITE_SECTIONS = ("models", "seq", "depth", "decode", "peer")
 
 
 @dataclass
 class BenchSettings:
-    """What `aot bench` measures. Defaults: the CPU bench size d = 256, 4 heads, T = 256, batch 16, fp32."""
+    """What `aot bench` measures (the ``bench:`` section of its config file). Defaults: the CPU bench size
+    d = 256, 4 heads, T = 256, batch 16, fp32; ``--quick`` starts from :attr:`QUICK` instead."""
 
     n_embd: int = 256
     n_head: int = 4
@@ -81,7 +85,7 @@ class BenchSettings:
     peer: bool = True
     peer_rounds: int = 6  # interleaved A/B rounds of the HF comparison (median of the per-round ratios)
     peak_sizes: tuple[int, ...] = (1024, 2048)
-    sections: tuple[str, ...] = ("models", "seq", "depth", "decode", "peer")
+    sections: tuple[str, ...] = SUITE_SECTIONS
 
     LIMITS: ClassVar[dict[str, Limit]] = {
         **{
@@ -94,7 +98,27 @@ class BenchSettings:
         "warmup": at_least(0),
         "threads": at_least(0),
         "dtype": one_of(*DTYPES),
-        "sections": one_of("models", "seq", "depth", "decode", "peer", nonempty=True),
+        "sections": one_of(*SUITE_SECTIONS, nonempty=True),
+    }
+    #: the fields of a tiny run for tests and smoke checks (seconds, not minutes): ``aot bench --quick``
+    QUICK: ClassVar[dict[str, Any]] = {
+        "n_embd": 64,
+        "seq_len": 64,
+        "batch": 2,
+        "depth": 2,
+        "warmup": 1,
+        "repeat": 2,
+        "rounds": 1,
+        "scaling_repeat": 1,
+        "peer_rounds": 2,
+        "seq_lens": (32, 64),
+        "scaling_tokens": 128,
+        "depths": (1, 2),
+        "decode_new": 24,
+        "decode_prompt": 4,
+        "decode_blocks": ("AoT-MSSA (tied)", "GPT-2"),
+        "memory": False,
+        "peak_sizes": (256,),
     }
 
     def __post_init__(self) -> None:
@@ -111,26 +135,8 @@ class BenchSettings:
 
     @classmethod
     def quick(cls) -> BenchSettings:
-        """A tiny run for tests and smoke checks (seconds, not minutes)."""
-        return cls(
-            n_embd=64,
-            seq_len=64,
-            batch=2,
-            depth=2,
-            warmup=1,
-            repeat=2,
-            rounds=1,
-            scaling_repeat=1,
-            peer_rounds=2,
-            seq_lens=(32, 64),
-            scaling_tokens=128,
-            depths=(1, 2),
-            decode_new=24,
-            decode_prompt=4,
-            decode_blocks=("AoT-MSSA (tied)", "GPT-2"),
-            memory=False,
-            peak_sizes=(256,),
-        )
+        """A tiny run for tests and smoke checks (:attr:`QUICK`)."""
+        return cls(**cls.QUICK)
 
     @property
     def torch_dtype(self) -> torch.dtype:

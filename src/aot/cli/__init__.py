@@ -1,7 +1,7 @@
 """The `aot` command. Each subcommand lives in its own module with a ``register(subparsers)`` function.
 
 Every experiment command follows one convention (see :func:`add_experiment_args`): ``--config FILE``
-(YAML/JSON, presets in configs/), ``--seed``, ``--device`` and ``--out DIR``, which receives a
+(YAML/JSON; an example per command in configs/), ``--seed``, ``--device`` and ``--out DIR``, which receives a
 ``results.json`` plus its figures. Input errors print one line, ``aot: error: ...``, and exit with status 2.
 """
 
@@ -12,8 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from aot.config import check_seed
 from aot.errors import AotError, os_error_line
+from aot.validation import check_seed
 
 # modules that add subcommands, in the order `aot --help` lists them
 COMMAND_MODULES = [

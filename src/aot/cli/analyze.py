@@ -12,10 +12,10 @@ from pathlib import Path
 import torch
 
 from aot.analysis.config import AnalyzeConfig
-from aot.cli.options import add_experiment_args
-from aot.config import from_dict, load_config_file
+from aot.cli.options import add_experiment_args, add_set_option
 from aot.devices import resolve_device
 from aot.errors import AotError
+from aot.layering import layered
 from aot.runinfo import machine_info
 
 DEFAULT_OUT = "RUN_DIR/analysis"
@@ -27,6 +27,7 @@ examples:
   aot analyze runs/lm --data notes.txt       # any text file, encoded with the run's tokenizer
   aot analyze runs/vision                    # an `aot train vision` run: adds class-token entropy
   aot analyze --calibrate --out runs/calib   # Definition 1 data through the true unrolled denoiser
+  aot analyze runs/lm --config configs/analyze.yaml --set analyze.induction_length=64
 
 outputs (in --out, default RUN_DIR/analysis): results.json with, per layer, the heads' energy
 shares, the subspace SNR of the tokens the layer reads and of its output (bands over batches and
@@ -60,21 +61,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eps", type=float, help="precision ε of the coding rates (default 0.5)")
     parser.add_argument("--calibrate", action="store_true", help="run on Definition 1 data instead of RUN_DIR")
     add_experiment_args(parser, default_out=DEFAULT_OUT)
+    add_set_option(parser)
     parser.set_defaults(func=run)
 
 
-def _config(args: argparse.Namespace) -> AnalyzeConfig:
-    values = load_config_file(args.config) if args.config else {}
-    cfg = from_dict(AnalyzeConfig, values, "analyze")
-    for name in ("data", "batches", "batch_size", "seq_len", "eps"):
-        if getattr(args, name) is not None:
-            setattr(cfg, name, getattr(args, name))
-    cfg.validate()
+def settings_from_args(args: argparse.Namespace) -> AnalyzeConfig:
+    """The defaults < the config file's ``analyze:`` section < the flags < ``--set``."""
+    names = ("data", "batches", "batch_size", "seq_len", "eps")
+    flags = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    cfg: AnalyzeConfig = layered({"analyze": AnalyzeConfig}, {}, args.config, {"analyze": flags}, args.set)["analyze"]
     return cfg
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = _config(args)
+    cfg = settings_from_args(args)
     if args.calibrate:
         from aot.analysis.calibration import calibrate
         from aot.analysis.figures import plot_calibration

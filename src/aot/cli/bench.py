@@ -6,13 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
-from aot.cli.options import add_experiment_args
-from aot.config import from_dict, load_config_file
+from aot.bench.suite import SUITE_SECTIONS, BenchSettings
+from aot.cli.options import add_experiment_args, add_set_option
 from aot.devices import resolve_device
 from aot.errors import AotError
+from aot.layering import layered
 from aot.run_folder import check_writable_dir
-
-SECTIONS = ("models", "seq", "depth", "decode", "peer")
 
 EPILOG = """\
 examples:
@@ -21,6 +20,7 @@ examples:
   aot bench --only models,peer --dtype bf16  # just the model table and the HF peer, in bf16 autocast
   flock /tmp/aot-cpu.lock aot bench --out benchmarks/bench   # record results without other heavy runs
   aot bench --device cuda --dtype bf16 --config benchmarks/bench/gpu.yaml   # GPT-2-small width on a GPU
+  aot bench --quick --set bench.n_embd=128 --out /tmp/bench   # any field: defaults < --config < flags < --set
 
 Sections: models (every block type at matched width/depth and at matched non-embedding parameters),
 seq (training cost as T grows, batch × T fixed), depth (as layers grow), decode (512 tokens with and
@@ -28,8 +28,9 @@ without the KV cache, cache bytes per token), peer (HuggingFace GPT2LMHeadModel 
 needs `pip install aot[hf]`, skipped otherwise). The models section also profiles (torch.profiler) where
 each training step's time goes at matched width/depth: dense matmuls, the fused attention kernel, the rest.
 Writes results.json, table.md (every table) and bench.png into --out; the terminal gets the headline
-columns only. --config takes a YAML/JSON file whose keys are
-the fields of aot.bench.suite.BenchSettings (e.g. n_embd, seq_len, batch, depth, repeat, seq_lens)."""
+columns only. --config takes a YAML/JSON file with a bench: section whose keys are the fields of
+aot.bench.suite.BenchSettings (e.g. n_embd, seq_len, batch, depth, repeat, seq_lens; see configs/bench.yaml);
+--set bench.FIELD=VALUE sets one of them."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_experiment_args(parser, default_out="runs/bench")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds)")
     parser.add_argument(
-        "--only", metavar="SECTIONS", help=f"comma-separated subset of: {', '.join(SECTIONS)} (default: all)"
+        "--only", metavar="SECTIONS", help=f"comma-separated subset of: {', '.join(SUITE_SECTIONS)} (default: all)"
     )
     parser.add_argument(
         "--dtype", choices=["fp32", "bf16", "fp16"], help="compute dtype (default fp32; bf16 = autocast)"
@@ -69,32 +70,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="measure this machine's CPU matmul peaks (fp32, bf16) again, store them in the machine cache that "
         "training MFU divides by, print them and exit; run it when the machine is quiet",
     )
+    add_set_option(parser)
     parser.set_defaults(func=run)
 
 
-def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from aot.bench.suite import BenchSettings
-
-    settings = BenchSettings.quick() if args.quick else BenchSettings()
-    fields = settings.__dict__.copy()
-    if args.config:
-        fields.update(load_config_file(args.config))
-    for name in ("dtype", "threads", "repeat"):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
+def settings_from_args(args: argparse.Namespace) -> BenchSettings:
+    """The defaults (or ``--quick``'s) < the config file's ``bench:`` section < the flags < ``--set``."""
+    flags = {name: getattr(args, name) for name in ("dtype", "threads", "repeat") if getattr(args, name) is not None}
     if args.no_memory:
-        fields["memory"] = False
+        flags["memory"] = False
     if args.no_breakdown:
-        fields["breakdown"] = False
+        flags["breakdown"] = False
     if args.only:
-        wanted = tuple(part.strip() for part in args.only.split(",") if part.strip())
-        unknown = [w for w in wanted if w not in SECTIONS]
+        wanted = [part.strip() for part in args.only.split(",") if part.strip()]
+        unknown = [w for w in wanted if w not in SUITE_SECTIONS]
         if unknown:
-            raise AotError(f"--only: unknown section {unknown[0]!r}; choose from {', '.join(SECTIONS)}")
-        fields["sections"] = wanted
-    fields["device"] = str(resolve_device(args.device))
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    return from_dict(BenchSettings, fields, "bench")
+            raise AotError(f"--only: unknown section {unknown[0]!r}; choose from {', '.join(SUITE_SECTIONS)}")
+        flags["sections"] = wanted
+    flags["device"] = str(resolve_device(args.device))
+    base = {"bench": dict(BenchSettings.QUICK)} if args.quick else {}
+    settings: BenchSettings = layered({"bench": BenchSettings}, base, args.config, {"bench": flags}, args.set)["bench"]
+    return settings
 
 
 def refresh_peaks() -> int:

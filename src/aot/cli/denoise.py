@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import time
-from dataclasses import asdict
 from typing import Any
 
 import torch
 
-from aot.cli.options import add_experiment_args
-from aot.config import from_dict
+from aot.cli.options import add_experiment_args, add_set_option
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.run_folder import check_writable_dir
 from aot.runinfo import machine_info
-from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
+from aot.theory.config import DenoiseSettings, load_settings
 from aot.theory.tables import condition_status, main_runs, markdown, per_layer_rows, summary_rows
 
 EPILOG = """\
@@ -29,6 +28,7 @@ examples:
   aot denoise --learn --out runs/denoise-learn # learn the bases by backprop, 5 seeds (212 s recorded)
   aot denoise --learn --seeds 1                # one seed
   aot denoise --config configs/denoise.yaml    # sections denoise:, sweep:, learn:
+  aot denoise --learn --set learn.steps=200    # any field: defaults < --config < flags < --set
 
 outputs (in --out): results.json (per δ, layer and cluster: SNR, measured factor, predicted 1+ητ, the
 condition check), results.md (tables), snr_per_layer.png (the paper's figure), factors_per_layer.png,
@@ -55,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_experiment_args(parser, default_out="runs/denoise")
+    add_set_option(parser)
     group = parser.add_argument_group("main run (override the config's denoise: section)")
     group.add_argument("--deltas", type=float, nargs="+", metavar="δ", help="noise levels, one panel each")
     group.add_argument("--eta", type=float, help="step size η (default 0.055)")
@@ -82,10 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _settings(args: argparse.Namespace) -> DenoiseSettings:
-    settings = load_settings(args.config)
-    cfg = settings.denoise
-    overrides = {
+def settings_from_args(args: argparse.Namespace) -> DenoiseSettings:
+    """The defaults < --config < the main-run flags < --set (:func:`aot.theory.config.load_settings`)."""
+    flags = {
         "deltas": args.deltas,
         "eta": args.eta,
         "tau": args.tau,
@@ -95,10 +95,8 @@ def _settings(args: argparse.Namespace) -> DenoiseSettings:
         "d": args.dim,
         "n_layers": args.layers,
     }
-    given = {name: value for name, value in overrides.items() if value is not None}
-    settings.denoise = from_dict(DenoiseConfig, {**asdict(cfg), **given}, "denoise")  # type and range checks
-    settings.denoise.validate()
-    return settings
+    given = {name: value for name, value in flags.items() if value is not None}
+    return load_settings(args.config, {"denoise": given}, args.set)
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -109,6 +107,7 @@ def command_line(args: argparse.Namespace) -> str:
         if value is not None:
             value = " ".join(f"{v:g}" for v in value) if isinstance(value, list) else value
             parts.append(f"--{name.replace('_', '-')} {value}")
+    parts.extend(f"--set {shlex.quote(item)}" for item in args.set)
     if args.seed:
         parts.append(f"--seed {args.seed}")
     if args.no_sweeps:
@@ -126,7 +125,7 @@ def command_line(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise AotError(f"--threads {args.threads} must be at least 1")
-    settings = _settings(args)
+    settings = settings_from_args(args)
     device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
     if args.seeds < 1:

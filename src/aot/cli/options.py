@@ -1,5 +1,6 @@
 """The command-line options several commands share: the experiment options (``--config``, ``--seed``,
-``--device``, ``--out``) and those of every ``aot train TASK`` (preset, model, steps, ..., ``--set``)."""
+``--device``, ``--out``), ``--set`` (every command that takes a config) and those of every ``aot train TASK``
+(preset, model, steps, ...)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ def add_experiment_args(parser: argparse.ArgumentParser, default_out: str) -> No
         metavar="DIR",
         default=default_out,
         help=f"folder for results.json and figures (default: {default_out})",
+    )
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set SECTION.FIELD=VALUE`` (repeatable), the last layer of a config (:mod:`aot.layering`)."""
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any field (repeatable)"
     )
 
 
@@ -59,9 +67,7 @@ def add_train_args(
         action="store_true",
         help="start over in an --out that holds a run: the old run is moved to a sibling folder OUT.old-N",
     )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any field (repeatable)"
-    )
+    add_set_option(parser)
     parser.add_argument("--dump-config", action="store_true", help="print the merged config as YAML and exit")
     add_experiment_args(parser, default_out=default_out)
     # no default: the seed comes from the config (train.seed, default 0) unless --seed is given, so that a

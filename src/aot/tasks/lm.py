@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 
 import torch
 
-from aot.config import Limit, at_least, within
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.data.tokenizers import save_tokenizer
@@ -28,6 +27,7 @@ from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.distributed import barrier
 from aot.train.trainer import Trainer, TrainResult
+from aot.validation import Limit, at_least, within
 
 
 @dataclass

@@ -28,9 +28,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 import torch
 from torch import nn
 
-from aot.config import ModelConfig, from_dict
+from aot.config import ModelConfig
 from aot.errors import ConfigError
-from aot.layering import layer
+from aot.layering import build_sections, layer
 from aot.models.base import AotModel
 from aot.train.trainer import EvalFn, LossFn, TrainConfig, Trainer, TrainResult
 
@@ -79,19 +79,9 @@ class TaskRun:
     def from_dict(cls: type[R], merged: dict[str, Any]) -> R:
         """Validate every section of a merged config; one-line :class:`ConfigError` naming the first bad field."""
         hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
-        for name in cls.sections():
-            raw = merged.get(name, {})
-            if not isinstance(raw, dict):
-                raise ConfigError(f"section {name!r} must be a mapping of field: value, got {type(raw).__name__}")
-            if name == "model":
-                if "preset" not in raw:
-                    raise ConfigError(f"the model section needs a preset name (see `aot models --task {cls.task}`)")
-                values[name] = dict(raw)
-            elif name == "train":
-                values[name] = TrainConfig.from_dict(raw)
-            else:
-                values[name] = from_dict(hints[name], raw, name)
+        values = build_sections({name: hints[name] for name in cls.sections()}, merged)  # model stays a dict
+        if "preset" not in values["model"]:
+            raise ConfigError(f"the model section needs a preset name (see `aot models --task {cls.task}`)")
         run = cls(**values)
         run.model_config()  # validate the model section now, before any data is read
         return run

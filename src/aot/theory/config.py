@@ -1,17 +1,19 @@
 """Configuration of `aot denoise`: the main run, the sweeps and the learned-bases experiment.
 
 A config file (YAML or JSON) may hold the sections ``denoise``, ``sweep`` and ``learn``; see
-configs/denoise.yaml. Unknown keys are one-line errors with a suggestion.
+configs/denoise.yaml. Each field's rule is stated once, in its class's ``LIMITS`` (checked by
+:func:`aot.validation.check_fields`); unknown keys are one-line errors with a suggestion.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aot.config import Limit, above, at_least, from_dict, load_config_file, within
-from aot.errors import ConfigError
+from aot.layering import layered
+from aot.validation import Limit, above, at_least, within
 
 
 @dataclass
@@ -43,16 +45,6 @@ class DenoiseConfig:
         "delta_constant": above(0),
         "tolerance": above(0),
     }
-
-    def validate(self) -> None:
-        if not self.deltas:
-            raise ConfigError("denoise.deltas is empty; give at least one noise level, e.g. [0.2, 0.5]")
-        if self.n_layers < 1:
-            raise ConfigError(f"denoise.n_layers={self.n_layers} must be at least 1")
-        if self.eta <= 0:
-            raise ConfigError(f"denoise.eta={self.eta} must be positive")
-        if not 0 < self.tau <= 1:
-            raise ConfigError(f"denoise.tau={self.tau} must be in (0, 1]")
 
 
 @dataclass
@@ -86,10 +78,6 @@ class SweepConfig:
         "etas": above(0),
     }
 
-    def validate(self) -> None:
-        if self.seeds < 1:
-            raise ConfigError(f"sweep.seeds={self.seeds} must be at least 1")
-
 
 @dataclass
 class LearnConfig:
@@ -121,10 +109,6 @@ class LearnConfig:
         "lr": above(0),
     }
 
-    def validate(self) -> None:
-        if self.steps < 0 or self.batch_size < 1 or self.lr <= 0:
-            raise ConfigError("learn.steps must be >= 0, learn.batch_size >= 1 and learn.lr > 0")
-
 
 @dataclass
 class DenoiseSettings:
@@ -133,22 +117,16 @@ class DenoiseSettings:
     learn: LearnConfig
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {"denoise": asdict(self.denoise), "sweep": asdict(self.sweep), "learn": asdict(self.learn)}
 
 
 SECTIONS = {"denoise": DenoiseConfig, "sweep": SweepConfig, "learn": LearnConfig}
 
 
-def load_settings(path: str | Path | None = None) -> DenoiseSettings:
-    """Defaults, overridden by the sections of a YAML/JSON file when ``path`` is given."""
-    data: dict[str, Any] = load_config_file(path) if path else {}
-    for key in data:
-        if key not in SECTIONS:
-            raise ConfigError(f"unknown section {key!r} in {path}; valid sections: {', '.join(SECTIONS)}")
-    parts: dict[str, Any] = {name: from_dict(cls, data.get(name) or {}, name) for name, cls in SECTIONS.items()}
-    settings = DenoiseSettings(**parts)  # type: ignore[arg-type]
-    for part in parts.values():
-        part.validate()
-    return settings
+def load_settings(
+    path: str | Path | None = None, flags: dict[str, Any] | None = None, sets: Iterable[str] | None = None
+) -> DenoiseSettings:
+    """The defaults < the sections of a YAML/JSON file (``path``) < ``flags`` (``{section: {field: value}}``) <
+    ``sets`` (``section.field=value``), each section validated (:func:`aot.layering.layered`)."""
+    config_file = None if path is None else str(path)
+    return DenoiseSettings(**layered(SECTIONS, config_file=config_file, flags=flags, sets=sets))

@@ -28,7 +28,6 @@ from torch import nn
 
 from aot.bench.mfu import mfu
 from aot.bench.peaks import peak_flops
-from aot.config import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
 from aot.errors import AotError, ConfigError
 from aot.run_folder import write_text_atomic
 from aot.train.checkpoint import check_fingerprint, checkpoint_candidates, load_checkpoint, save_checkpoint
@@ -46,6 +45,7 @@ from aot.train.distributed import (
 from aot.train.optim import OPTIMIZERS, build_optimizer
 from aot.train.resume import plan_run
 from aot.train.schedule import lr_at
+from aot.validation import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
 
 PRECISIONS = ("auto", "bf16", "fp32")
 

@@ -22,7 +22,7 @@ from aot.report.part import (
     read_step_results,
 )
 
-# fields of aot.bench.suite.BenchSettings per preset (written to bench.yaml, passed with --config)
+# fields of aot.bench.suite.BenchSettings per preset (written to bench.yaml's bench: section, passed with --config)
 SETTINGS: dict[str, dict[str, Any]] = {
     "tiny": {},
     # batch 4 (the first quick at batch 16 took 8.6 of its 34 minutes; the 72-layer matched-params model dominates)
@@ -43,7 +43,7 @@ OPTIONS: dict[str, list[str]] = {
 
 def plan(ctx: Context) -> Plan:
     settings = SETTINGS[ctx.preset]
-    files = {"bench.yaml": yaml.safe_dump(settings, sort_keys=True)} if settings else {}
+    files = {"bench.yaml": yaml.safe_dump({"bench": settings}, sort_keys=True)} if settings else {}
     config = ["--config", str(ctx.part_dir / "bench.yaml")] if settings else []
     missing = ["no CUDA GPU here: the paper measures on GPUs"] if ctx.preset == "paper" and not ctx.cuda_devices else []
     return Plan([Step("bench", ["bench", *OPTIONS[ctx.preset], *config])], settings, files, missing)
