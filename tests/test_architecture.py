@@ -99,3 +99,15 @@ def test_nothing_below_the_face_imports_it(graph) -> None:  # type: ignore[no-un
     for module in graph.find_children("aot.cli"):
         importers |= set(graph.find_modules_that_directly_import(module))
     assert sorted(m for m in importers if m != "aot.cli" and not m.startswith("aot.cli.")) == []
+
+
+def test_the_layer_picture_in_docs_is_the_contract() -> None:
+    import re
+
+    text = (PYPROJECT.parent / "docs" / "architecture.md").read_text()
+    picture = text.split("## Layers", 1)[1].split("```", 2)[1]
+    drawn = [
+        [name.strip() for name in re.split(r"\s{2,}", line.strip())[0].split("|")]
+        for line in picture.strip().splitlines()
+    ]
+    assert drawn == contract_layers()
