@@ -100,3 +100,12 @@ def test_an_unknown_task_is_one_line() -> None:
 
     with pytest.raises(ConfigError, match="unknown task 'speech'; use one of lm, vision, icl"):
         get_task("speech")
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_a_non_finite_loss_is_called_divergence(name: str) -> None:
+    task = get_task(name)
+    section, key, what = task.finite_result
+    assert task.diverged({section: {key: 1.5}}) is None
+    message = task.diverged({section: {key: float("nan")}})
+    assert message == f"training diverged (non-finite {what}); lower --lr"

@@ -12,7 +12,6 @@ The run folder holds ``checkpoint/`` (the model, loadable by ``AotModel.from_pre
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -113,7 +112,6 @@ class ICLTask(Task[None]):
 
     name = "icl"
     run_cls = ICLRun
-    sample_unit = "prompts"
     command = TaskCommand(
         help="train an in-context regressor (Garg et al.)",
         description="Train a model to regress in context (Garg et al. 2022): prompts x_1, y_1, ..., x_n, y_n with "
@@ -201,8 +199,3 @@ class ICLTask(Task[None]):
             f"{results['config']['data']['task']} regression d={d}: squared error / d at {errors}. "
             f"Wrote {out / 'results.json'}"
         )
-
-    def diverged(self, results: dict[str, Any]) -> str | None:
-        if math.isfinite(results["train"]["final_train_loss"]):
-            return None
-        return "training diverged (non-finite loss); lower --lr"

@@ -9,7 +9,6 @@ override it, in that order. :func:`aot.tasks.run_task` runs it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -150,7 +149,7 @@ class LMTask(Task[LMData]):
 
     name = "lm"
     run_cls = LMRun
-    sample_unit = "tokens"
+    finite_result = ("val", "loss", "val loss")
     command = TaskCommand(
         help="train a causal language model on text",
         description="Train a causal LM (AoT-MSSA, AoT-MHSA, GPT-2, CRATE, Llama blocks) on a text corpus with the "
@@ -260,11 +259,6 @@ class LMTask(Task[LMData]):
             f"{'beats' if results['beats_bigram'] else 'does NOT beat'} the bigram. "
             f"Wrote {out / 'results.json'}"
         )
-
-    def diverged(self, results: dict[str, Any]) -> str | None:
-        if math.isfinite(results["val"]["loss"]):
-            return None
-        return "training diverged (non-finite val loss); lower --lr"
 
 
 def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, token_bytes: Any) -> dict[str, Any]:

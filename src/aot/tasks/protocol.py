@@ -19,6 +19,7 @@ A task is a :class:`Task` subclass. It declares
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,7 +152,8 @@ class Task(Generic[D]):
     name: ClassVar[str]  # the sub-command: aot train NAME
     run_cls: ClassVar[type[TaskRun]]
     command: ClassVar[TaskCommand]
-    sample_unit: ClassVar[str] = "samples"  # what one row of a batch is: tokens are counted per row for lm
+    #: the entry of results.json that must be finite for a run not to have diverged: section, key, its name
+    finite_result: ClassVar[tuple[str, str, str]] = ("train", "final_train_loss", "loss")
 
     @property
     def presets(self) -> dict[str, dict[str, Any]]:
@@ -208,8 +210,12 @@ class Task(Generic[D]):
         raise NotImplementedError
 
     def diverged(self, results: dict[str, Any]) -> str | None:
-        """A one-line message when the run diverged (non-finite loss), else ``None``."""
-        return None
+        """A one-line message when the run diverged (``results[section][key]``, :attr:`finite_result`, is not
+        finite), else ``None``."""
+        section, key, what = self.finite_result
+        if math.isfinite(results[section][key]):
+            return None
+        return f"training diverged (non-finite {what}); lower --lr"
 
 
 def model_summary(model: nn.Module, cfg: ModelConfig, *extra: str) -> dict[str, Any]:

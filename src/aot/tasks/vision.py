@@ -10,7 +10,6 @@ presets (:data:`VISION_PRESETS`) fill it; ``--config``, flags and ``--set`` over
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -174,7 +173,7 @@ class VisionTask(Task[ImageData]):
 
     name = "vision"
     run_cls = VisionRun
-    sample_unit = "images"
+    finite_result = ("test", "loss", "test loss")
     command = TaskCommand(
         help="train an image classifier (AoT-MSSA-V, AoT-MHSA-V, ViT, CRATE)",
         description="Train an image classifier with the shared trainer (AdamW or Lion, warm-up + cosine, label "
@@ -296,11 +295,6 @@ class VisionTask(Task[ImageData]):
             f"test top-1 {100 * test['top1']:.2f}%, top-5 {100 * test['top5']:.2f}%, loss {test['loss']:.4f}; "
             f"val top-1 {100 * results['val']['top1']:.2f}%. Wrote {out / 'results.json'}"
         )
-
-    def diverged(self, results: dict[str, Any]) -> str | None:
-        if math.isfinite(results["test"]["loss"]):
-            return None
-        return "training diverged (non-finite test loss); lower --lr"
 
 
 def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:
