@@ -222,7 +222,7 @@ class LMTask(Task[LMData]):
         return Setup(batches, lm_loss, periodic_eval, fingerprint, state=token_bytes)
 
     def final_eval(self, run: LMRun, data: LMData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
-        context = trainer.model.cfg.block_size  # type: ignore[union-attr]
+        context = setup.batches.block_size  # the windows the model was trained on
         return {
             split: evaluate_lm(
                 trainer.model,
