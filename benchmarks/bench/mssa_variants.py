@@ -46,10 +46,10 @@ from aot.nn.blocks import AttentionOnlyBlock
 
 def _forward_matmul_output(self, x, cache=None):  # type: ignore[no-untyped-def]
     offset = cache.length if cache is not None else 0
-    proj = self.hook_subspace(self._split(self.subspace_proj(x)))
+    proj = self.hook_subspace(self.split_heads(self.subspace_proj(x)))
     (proj_all,) = cache.extend(proj) if cache is not None else (proj,)
-    q, k = self._rope(proj, proj_all, offset)
-    out = self._merge(self.attend(q, k, proj_all))
+    q, k = self.rotate(proj, proj_all, offset)
+    out = self.merge_heads(self.attend(q, k, proj_all))
     if self.out_proj is not None:
         return self.out_proj(out)
     return torch.matmul(out, self.subspace_proj.weight)
@@ -111,7 +111,7 @@ PATCHES: dict[str, dict[tuple[type, str], Any]] = {
         (AttentionOnlyBlock, "attention_step"): _attention_step_skipping_identities,
     },
     "symmetric-backward": {(MultiHeadSubspaceSelfAttention, "attend"): _attend_symmetric},
-    "contiguous-P": {(MultiHeadSubspaceSelfAttention, "_split"): _split_contiguous},
+    "contiguous-P": {(MultiHeadSubspaceSelfAttention, "split_heads"): _split_contiguous},
 }
 
 

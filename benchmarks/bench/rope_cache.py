@@ -47,8 +47,8 @@ VARIANTS = ("recomputed", "cached")
 #: what the recomputed variant patches (the cached one is the classes' own code)
 RECOMPUTED = (
     (Rotary, "forward", recomputed_forward),
-    (MultiHeadSubspaceSelfAttention, "_rope", rope_twice),
-    (MultiHeadSelfAttention, "_rope", rope_twice),
+    (MultiHeadSubspaceSelfAttention, "rotate", rope_twice),
+    (MultiHeadSelfAttention, "rotate", rope_twice),
 )
 
 

@@ -71,15 +71,19 @@ class _AttentionCore(nn.Module):
         pattern · v (2·n_keys·p)."""
         return 2 * 2 * n_keys * cfg.n_head * cfg.p
 
-    def _split(self, t: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, T, H·p) → (B, H, T, p): one slice per head."""
         B, T, _ = t.shape  # (B, T, H*p) -> (B, H, T, p)
         return t.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
 
-    def _merge(self, t: torch.Tensor) -> torch.Tensor:
+    def merge_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, p) → (B, T, H·p), the inverse of :meth:`split_heads`."""
         B, H, T, p = t.shape  # (B, H, T, p) -> (B, T, H*p)
         return t.transpose(1, 2).reshape(B, T, H * p)
 
-    def _rope(self, q: torch.Tensor, k: torch.Tensor, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary positions on queries (starting at position ``q_offset``) and keys (from 0); unchanged without
+        rotary. MSSA's Q = K without a cache is rotated once."""
         if self.rotary is None:
             return q, k
         if q is k and q_offset == 0:  # MSSA without a cache: Q = K, rotate once
@@ -147,10 +151,10 @@ class MultiHeadSubspaceSelfAttention(_AttentionCore):
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
-        proj = self.hook_subspace(self._split(self.subspace_proj(x)))  # (B, K, T, p) = U_kᵀ z
+        proj = self.hook_subspace(self.split_heads(self.subspace_proj(x)))  # (B, K, T, p) = U_kᵀ z
         (proj_all,) = cache.extend(proj) if cache is not None else (proj,)  # one cached tensor per layer
-        q, k = self._rope(proj, proj_all, offset)
-        out = self._merge(self.attend(q, k, proj_all))  # (B, T, K·p)
+        q, k = self.rotate(proj, proj_all, offset)
+        out = self.merge_heads(self.attend(q, k, proj_all))  # (B, T, K·p)
         if self.out_proj is not None:
             return self.out_proj(out)
         return F.linear(out, self.subspace_proj.weight.t())  # Σ_k U_k · out_k
@@ -175,9 +179,9 @@ class MultiHeadSelfAttention(_AttentionCore):
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
-        q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+        q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if cache is not None:
             k, v = cache.extend(k, v)
-        q, k = self._rope(q, k, offset)  # keys are cached unrotated: each is rotated by its own position
-        return self.out_proj(self._merge(self.attend(q, k, v)))
+        q, k = self.rotate(q, k, offset)  # keys are cached unrotated: each is rotated by its own position
+        return self.out_proj(self.merge_heads(self.attend(q, k, v)))
