@@ -14,7 +14,7 @@ out=${OUT:-runs/device_check}
 mkdir -p "$out"
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA')" \
   | tee "$out/device.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_on_device.py tests/test_bench.py tests/test_precision.py 2>&1 | tee "$out/pytest.log"
+python3 -m pytest -q -p no:cacheprovider tests/test_on_device.py tests/bench/test_bench.py tests/bench/test_precision.py 2>&1 | tee "$out/pytest.log"
 tests=${PIPESTATUS[0]}
 python3 -m aot.cli bench --device cuda --dtype bf16 --config benchmarks/bench/gpu.yaml --out "$out/bench" 2>&1 \
   | tee "$out/bench.log"

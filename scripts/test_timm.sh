@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build a second environment where timm imports (torch 2.14.1 + torchvision 0.29.1, both on this machine's local
 # package index, ~47 s and 5.5 GB) and run the timm registration tests there. The project's own environment pins
-# torch 2.13.0, beside which no torchvision imports, so tests/test_timm.py skips in it.
+# torch 2.13.0, beside which no torchvision imports, so tests/models/test_timm.py skips in it.
 #   scripts/test_timm.sh [PYTEST_ARGS]     (venv in $AOT_TIMM_VENV, default /tmp/aot-timm-venv; reused when it exists)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,4 +13,4 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -c "import torch, torchvision, timm; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'timm', timm.__version__)"
 cd "$ROOT"
-PYTHONPATH=src "$VENV/bin/python" -m pytest tests/test_timm.py -q -p no:cacheprovider "$@"
+PYTHONPATH=src "$VENV/bin/python" -m pytest tests/models/test_timm.py -q -p no:cacheprovider "$@"

@@ -80,7 +80,7 @@ def test_cached_decoding_on_device(device: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 def test_peak_training_memory_on_device_covers_the_model_state(device: str) -> None:
     if device == "cpu":
-        pytest.skip("the CPU probe runs a subprocess; tests/test_bench.py covers it as a slow test")
+        pytest.skip("the CPU probe runs a subprocess; tests/bench/test_bench.py covers it as a slow test")
     cfg = config("aot-mssa", n_embd=256, n_layer=4)
     peak = peak_training_memory(cfg, batch=4, seq_len=64, device=device)
     assert peak["method"] == "torch.cuda.max_memory_allocated"

@@ -1,7 +1,7 @@
 """The README's bench blocks (section "Cost side by side"), rendered from the records beside this script:
 ``<!-- bench:models -->`` from `aot bench`'s results.json, ``<!-- bench:speed -->`` from generation.py,
 attention_paths.py, long_context_memory.py, rope_cache.py, precision_ab.py and compiled.py.
-tests/test_bench_scripts.py checks that the README holds exactly these blocks.
+tests/bench/test_bench_scripts.py checks that the README holds exactly these blocks.
 
     python benchmarks/bench/readme_rows.py            # rewrite the README's block from the records
 """

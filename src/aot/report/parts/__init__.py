@@ -16,7 +16,7 @@ Adding a part takes one module and one line:
      figures, and a ``Bullets`` list of what differs from the paper;
 2. add ``"aot.report.parts.NAME"`` to :data:`PART_MODULES` below, and the paper item's ``part`` in
    :data:`aot.report.paper_numbers.PAPER_ITEMS` names it already;
-3. give ``tests/test_report.py`` the part's tiny run (the parametrised checks then cover its section).
+3. give ``tests/report/test_report.py`` the part's tiny run (the parametrised checks then cover its section).
 
 A part that reads another part's outputs (``zeroshot`` and ``inside`` evaluate the ``lm`` part's models) comes after
 it here, finds them with :func:`aot.report.part.upstream` and puts the other part's ``fingerprint`` in its plan's

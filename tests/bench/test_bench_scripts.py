@@ -14,7 +14,7 @@ import torch
 
 from aot.nn.attention import causal_mask, reference_attention
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench"
 
 
 def load_benchmark(name: str, path: Path) -> ModuleType:

@@ -20,7 +20,7 @@ from aot.eval.scoring import Scored, model_scorer, rolling_requests, score_reque
 from aot.models import build_model
 from aot.models.presets import PRESETS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "zeroshot"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "zeroshot"
 HIGH = 10.0
 
 

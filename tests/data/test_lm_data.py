@@ -17,7 +17,7 @@ from aot.data.shards import LMBatches, eval_windows, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, TrainedBPE, get_tokenizer
 from aot.errors import AotError
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 SAMPLE = "Shall I compare thee to a summer's day?\nThou art more lovely — and more temperate: naïve café 123!\n\n  end"
 
 

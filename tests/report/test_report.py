@@ -32,8 +32,8 @@ from aot.report.execute import RESULTS, STATUS, run_parts
 from aot.report.part import Context, Part, Plan, Step
 from aot.report.parts import all_parts
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
-ZEROSHOT = Path(__file__).parent / "fixtures" / "zeroshot"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
+ZEROSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "zeroshot"
 # the tiny report's data: the sonnets as the text corpus, the zero-shot fixtures as the real sets (no Austen here)
 DATA = ["--data", f"text={FIXTURE}", "--data", f"lambada={ZEROSHOT / 'lambada.jsonl'}",
         "--data", f"cbt-ne={ZEROSHOT / 'cbtest_NE_tiny.txt'}", "--data", f"ptb={ZEROSHOT / 'ptb.tiny.txt'}",
@@ -437,7 +437,7 @@ def test_a_folder_not_written_by_reproduce_is_not_overwritten(tmp_path):
 
 def test_markdown_and_html_renderings(tmp_path):
     png = tmp_path / "f.png"
-    shutil.copy(Path(__file__).resolve().parents[1] / "benchmarks" / "denoise" / "snr_per_layer.png", png)
+    shutil.copy(Path(__file__).resolve().parents[2] / "benchmarks" / "denoise" / "snr_per_layer.png", png)
     doc = Document(
         "T",
         [Paragraph("a <b> `x<y` **z**")],

@@ -259,7 +259,7 @@ def test_bench_command_writes_results(tmp_path, capsys: pytest.CaptureFixture[st
 def test_terminal_summary_fits_100_columns_with_the_recorded_results() -> None:
     from aot.bench.report import terminal_summary
 
-    recorded = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/bench/results.json").read_text())
+    recorded = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/bench/results.json").read_text())
     text = terminal_summary(recorded)
     assert max(len(line) for line in text.splitlines()) <= 100
     rows = {(r["group"], r["label"]): r for r in recorded["models"]}
@@ -358,7 +358,7 @@ def test_every_mssa_speed_variant_computes_the_same_gradients() -> None:
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "mssa_variants.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench" / "mssa_variants.py"
     spec = importlib.util.spec_from_file_location("mssa_variants", path)
     assert spec is not None and spec.loader is not None
     variants = importlib.util.module_from_spec(spec)
@@ -385,7 +385,7 @@ def test_the_gpu_bench_config_is_valid() -> None:
     from aot.cli import build_parser
     from aot.cli.bench import settings_from_args
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "gpu.yaml"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench" / "gpu.yaml"
     args = build_parser().parse_args(["bench", "--config", str(path), "--dtype", "bf16", "--device", "cpu"])
     settings = settings_from_args(args)
     assert (settings.n_embd, settings.depth, settings.dtype) == (768, 12, "bf16")
@@ -397,7 +397,7 @@ def test_the_headline_mfu_of_the_recorded_tables_never_exceeds_one():
     import json
     from pathlib import Path
 
-    results = json.loads((Path(__file__).parents[1] / "benchmarks" / "bench" / "results.json").read_text())
+    results = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "bench" / "results.json").read_text())
     rows = [r for key in ("models", "seq_scaling", "depth_scaling") for r in results.get(key, [])]
     assert rows and all(0 < r["train_mfu_causal"] <= 1 for r in rows)
     assert all(r["train_mfu_causal"] <= r["train_mfu"] for r in rows)
@@ -407,8 +407,8 @@ def test_mssa_variants_script_has_a_help_and_checks_its_argument() -> None:
     import subprocess
     import sys
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench" / "mssa_variants.py"
-    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"}
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench" / "mssa_variants.py"
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "PATH": "/usr/bin:/bin"}
     shown = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, env=env)
     assert shown.returncode == 0 and "usage: mssa_variants.py" in shown.stdout and "rounds" in shown.stdout
     bad = subprocess.run([sys.executable, str(path), "x"], capture_output=True, text=True, env=env)

@@ -19,7 +19,7 @@ from aot.train.optim import Lion, param_groups
 from aot.train.schedule import lr_at
 from conftest import gloo_group
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 
 
 def tiny_model(block: str = "aot-mssa", seed: int = 0, **overrides):

@@ -19,7 +19,7 @@ from aot.sweep.selection import Axes, best_lr, best_row, seed_summary, sweep_win
 from aot.sweep.spec import Reference, SweepSpec
 from aot.sweep.store import read_store, record_rows, store_spec
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 LOSS = Metric("loss", "min")
 AXES = Axes(group=("model",))
 

@@ -10,7 +10,7 @@ import pytest
 from aot.cli import main
 from aot.models import AotModel
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 TINY = [
     "--set",
     "model.n_layer=2",

@@ -13,7 +13,7 @@ from aot.cli import main
 from aot.tasks import TASKS, get_task, run_task
 from aot.train.distributed import DistEnv
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sonnets.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 QUIET = ["train.steps=2", "train.progress=false", "train.eval_every=0", "train.precision=fp32"]
 TINY = {
     "lm": ("cpu-quick", [f"data.corpus={FIXTURE}", "model.n_layer=1", "model.n_embd=32", "eval.final_windows=4"]),

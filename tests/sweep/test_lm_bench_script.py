@@ -21,7 +21,7 @@ from aot.sweep import read_store
 from aot.sweep.figures import quality_curves
 from aot.sweep.reference import reference_summary
 
-LM_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "lm"
+LM_BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "lm"
 
 
 def load_script(name: str, path: Path) -> ModuleType:

@@ -27,7 +27,7 @@ from aot.run_folder import atomic_target
 from aot.train import TrainConfig, Trainer, read_metrics
 from conftest import gloo_group, lm_loss
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "sonnets.txt"
 
 # -- a real `aot train lm` process, killed with SIGKILL at random moments -----------------------------------
