@@ -4,9 +4,9 @@ causal linear attention and Mamba at matched parameters (~0.4M, width 128) and t
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/icl/run.py --lock /tmp/aot-cpu.lock
 
 Every run goes through `aot.tasks.run_task` (the code behind `aot train icl`; planned and recorded by
-`aot.sweep`) from preset cpu-quick (d = 5, 11 points, curriculum from 2 dims / 5 points, +1 dim / +2 points every 100 steps) with the overrides
-below; runs checkpoint every 100 steps and an interrupted script continues them exactly when run again
-(finished runs are reused). After each task the runs are evaluated together with
+`aot.sweep`) from preset cpu-quick (d = 5, 11 points, curriculum from 2 dims / 5 points, +1 dim / +2 points every
+100 steps) with the overrides below; runs checkpoint every 100 steps and an interrupted script continues them
+exactly when run again (finished runs are reused). After each task the runs are evaluated together with
 `aot.eval.icl_runs.evaluate_runs` (the code behind `aot eval icl`) on 1,000 held-out prompts:
 benchmarks/icl/<tag>-<task>.json and .png, and table.md is rewritten. results.json records the command of every run.
 """
