@@ -127,7 +127,8 @@ class Run:
 
     def training_flops_per_token(self) -> float:
         """Model FLOPs of one training token (forward + backward, causal attention only), the count the trainer's
-        MFU uses (``aot.bench.flops.flops_per_token``; tested against torch's flop counter in tests/bench/test_bench.py)."""
+        MFU uses (``aot.bench.flops.flops_per_token``; tested against torch's flop counter in
+        tests/bench/test_bench.py)."""
         cfg = self.build().model_config(vocab_size=vocab_size(self.tokenizer))
         return flops_per_token(cfg, cfg.block_size).training_causal()
 
