@@ -23,6 +23,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,33 @@ MODEL_WEIGHTS = "model.safetensors"
 MODEL_CONFIG = "config.json"
 #: what makes a folder hold a run
 RUN_MARKERS = (METRICS_FILE, RESULTS_FILE, CHECKPOINT_DIR, PREV_DIR, OLD_DIR)
+#: what only a training checkpoint holds (aot.train.checkpoint writes them beside trainer.json): a folder with one
+#: of them and no trainer.json is a checkpoint that lost it, not a save_pretrained folder
+CHECKPOINT_MARKERS = (TRAINER_JSON, "optimizer.safetensors", "rng-rank0.safetensors", "sharded")
 
 
 class CheckpointDamaged(AotError):
-    """A checkpoint folder whose files are missing, truncated or do not match their checksums."""
+    """A checkpoint folder whose files are missing, truncated or do not match their checksums: ``folder`` and
+    ``reason`` (what is wrong, naming the file) say which."""
+
+    def __init__(self, folder: Path, reason: str) -> None:
+        self.folder, self.reason = Path(folder), reason
+        super().__init__(f"checkpoint {str(folder)!r} is damaged: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.folder, self.reason)
+
+
+class RunFileError(AotError):
+    """A file of a run or export folder that does not hold what it should: one line naming the file (``path``),
+    what is wrong with it (``problem``, naming the field) and the fix."""
+
+    def __init__(self, path: Path, problem: str, fix: str) -> None:
+        self.path, self.problem, self.fix = Path(path), problem, fix
+        super().__init__(f"{str(path)!r} {problem}; {fix}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.path, self.problem, self.fix)
 
 
 def check_writable_dir(out: str | Path) -> Path:
@@ -96,12 +120,83 @@ def read_results(run_dir: str | Path) -> dict[str, Any] | None:
     ``train`` sections). What skips finished runs (sweeps, benchmarks) asks this, never "the file exists"."""
     path = Path(run_dir) / RESULTS_FILE
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        results = read_json_object(path, "")
+    except RunFileError:
         return None
-    if not isinstance(results, dict) or not isinstance(results.get("task"), str):
+    if not isinstance(results.get("task"), str):
         return None
     return results if isinstance(results.get("train"), dict) else None
+
+
+# -- reading the JSON files of a run or export folder ---------------------------------------------------------
+
+#: what a JSON number may be read as (``bool`` is an ``int`` in Python, never a number here)
+NUMBER: tuple[type, ...] = (int, float)
+
+
+def read_json_object(path: Path, fix: str) -> dict[str, Any]:
+    """The JSON object in ``path``; a :class:`RunFileError` (one line naming the file, what is wrong and ``fix``)
+    when it cannot be read, is not UTF-8, is not JSON (truncated, empty) or holds something else than an object."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        problem = "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror})"
+        raise RunFileError(path, problem, fix) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        raise RunFileError(path, problem, fix) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if not text.strip():
+            problem = "is not valid JSON: the file is empty"
+        elif exc.pos >= len(text.rstrip()):
+            problem = "is not valid JSON: it ends early (truncated)"
+        else:
+            problem = f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        raise RunFileError(path, problem, fix) from None
+    except RecursionError:
+        raise RunFileError(path, "is not valid JSON here (nested too deeply)", fix) from None
+    if not isinstance(doc, dict):
+        raise RunFileError(path, f"must hold a JSON object of fields, not {json_kind(doc)}", fix)
+    return doc
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in words: ``a list``, ``a string``, ``null`` ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true / false"
+    kinds = ((dict, "an object"), (list, "a list"), (str, "a string"), (int, "an integer"), (float, "a number"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def json_field(doc: dict[str, Any], dotted: str, kinds: type | tuple[type, ...], path: Path, fix: str) -> Any:
+    """The value at ``dotted`` (``config.data.tokenizer``) of ``doc`` (read from ``path``), which must be one of
+    ``kinds``; ``None`` when it (or a section above it) is absent. A value of another kind, or a section that is
+    not an object, is a :class:`RunFileError` naming the file and the field."""
+    value: Any = doc
+    parts = dotted.split(".")
+    for depth, key in enumerate(parts):
+        if not isinstance(value, dict):
+            raise _wrong_kind(path, ".".join(parts[:depth]), value, "an object", fix)
+        if key not in value:
+            return None
+        value = value[key]
+    allowed = kinds if isinstance(kinds, tuple) else (kinds,)
+    if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+        named = [kind for kind in allowed if not (kind is int and float in allowed)]  # a number covers integers
+        raise _wrong_kind(path, dotted, value, " or ".join(json_kind(kind()) for kind in named), fix)
+    return value
+
+
+def _wrong_kind(path: Path, dotted: str, value: Any, wanted: str, fix: str) -> RunFileError:
+    shown = json.dumps(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return RunFileError(path, f"has {dotted} = {shown} ({json_kind(value)}), where {wanted} belongs", fix)
 
 
 # -- runs in a folder -----------------------------------------------------------------------------------------
@@ -140,17 +235,70 @@ def find_checkpoint(out_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
-def model_folder(run_dir: Path) -> Path | None:
-    """The folder whose ``config.json`` + ``model.safetensors`` hold a run's trained model: the newest checkpoint
-    that verifies (so a damaged latest one falls back to the previous), else ``run_dir/checkpoint`` or ``run_dir``
-    itself when it holds the two files (a ``save_pretrained`` or export folder). None when there is none (e.g. only
-    a sharded FSDP checkpoint: ``aot export safetensors`` writes one)."""
-    found = latest_good_checkpoint(run_dir)
-    candidates = ([found[0]] if found else []) + [run_dir / CHECKPOINT_DIR, run_dir]
-    for folder in candidates:
+@dataclass(frozen=True)
+class ModelFolder:
+    """Where a run's trained model is: ``path`` holds its ``config.json`` (and ``model.safetensors``, or the
+    shards of an FSDP checkpoint). ``state`` is the trainer state when ``path`` is a checkpoint whose checksums
+    verified (``None``: a ``save_pretrained`` / export folder, which has none); ``damaged`` the checkpoints of the
+    run that failed them and were passed over."""
+
+    path: Path
+    state: dict[str, Any] | None = None
+    damaged: tuple[CheckpointDamaged, ...] = ()
+
+    @property
+    def step(self) -> int | None:
+        return None if self.state is None else int(self.state.get("step", 0))
+
+    def notices(self) -> list[str]:
+        """One line per checkpoint passed over: ``checkpoint/ is damaged (...); using checkpoint.prev/ (step N)``."""
+        used = f"{self.path.name}/ (step {self.step})"
+        return [f"{bad.folder.name}/ is damaged ({bad.reason}); using {used}" for bad in self.damaged]
+
+
+def model_folder(run_dir: Path) -> ModelFolder | None:
+    """The folder holding a run's trained model, its checksums verified whenever it has them:
+
+    - ``run_dir`` is a checkpoint (:func:`is_checkpoint`: it holds ``trainer.json`` or the optimizer / RNG state
+      only training writes): it must verify;
+    - ``run_dir`` holds checkpoints: the newest that verifies — a damaged latest one falls back to
+      ``checkpoint.prev`` as ``--resume`` does (:attr:`ModelFolder.damaged` says which were passed over); a
+      folder among them without ``trainer.json`` counts as damaged;
+    - otherwise ``run_dir/checkpoint`` or ``run_dir`` when it holds ``config.json`` + ``model.safetensors`` (a
+      ``save_pretrained`` or export folder: no checksums to check).
+
+    None when the folder holds no model; a one-line :class:`AotError` when it holds checkpoints and none verifies
+    (a damaged model is never used)."""
+    if is_checkpoint(run_dir):
+        try:
+            return ModelFolder(run_dir, verify_checkpoint(run_dir))
+        except CheckpointDamaged as exc:
+            raise AotError(f"{exc}; no model was loaded — {_restore_hint(run_dir.parent)}") from None
+    candidates = checkpoint_candidates(run_dir)
+    if any(is_checkpoint(folder) for folder in candidates):
+        best, damaged = _scan_checkpoints(candidates)
+        if best is None:
+            reasons = "; ".join(f"{bad.folder.name}/ is damaged ({bad.reason})" for bad in damaged)
+            raise AotError(
+                f"{str(run_dir)!r}: {reasons}, and no other checkpoint verifies; no model was loaded — "
+                f"{_restore_hint(None)}"
+            )
+        return ModelFolder(best[0], best[1], tuple(damaged))
+    for folder in (run_dir / CHECKPOINT_DIR, run_dir):
         if (folder / MODEL_CONFIG).is_file() and (folder / MODEL_WEIGHTS).is_file():
-            return folder
+            return ModelFolder(folder)
     return None
+
+
+def is_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` was written as a training checkpoint (so it must verify), not by save_pretrained."""
+    return any((folder / name).exists() for name in CHECKPOINT_MARKERS)
+
+
+def _restore_hint(run_dir: Path | None) -> str:
+    if run_dir is not None and len(checkpoint_candidates(run_dir)) > 1:
+        return f"give the run folder {str(run_dir)!r} to fall back to its previous checkpoint"
+    return "restore the run folder from a copy or train it again"
 
 
 def latest_good_checkpoint(
@@ -158,17 +306,27 @@ def latest_good_checkpoint(
 ) -> tuple[Path, dict[str, Any]] | None:
     """The verified checkpoint with the highest step, and its trainer state; the damaged ones are appended to
     ``damaged`` as (folder, reason). None when no checkpoint verifies."""
+    best, bad = _scan_checkpoints(checkpoint_candidates(out_dir))
+    if damaged is not None:
+        damaged.extend((exc.folder, str(exc)) for exc in bad)
+    return best
+
+
+def _scan_checkpoints(
+    folders: list[Path],
+) -> tuple[tuple[Path, dict[str, Any]] | None, list[CheckpointDamaged]]:
+    """Verify every folder: the one with the highest step that verifies (None if none does), and the damaged."""
     best: tuple[Path, dict[str, Any]] | None = None
-    for folder in checkpoint_candidates(out_dir):
+    damaged: list[CheckpointDamaged] = []
+    for folder in folders:
         try:
             state = verify_checkpoint(folder)
         except CheckpointDamaged as exc:
-            if damaged is not None:
-                damaged.append((folder, str(exc)))
+            damaged.append(exc)
             continue
-        if best is None or int(state.get("step", 0)) > int(best[1].get("step", 0)):
+        if best is None or state.get("step", 0) > best[1].get("step", 0):
             best = (folder, state)
-    return best
+    return best, damaged
 
 
 def file_sha256(path: Path) -> str:
@@ -190,30 +348,35 @@ def verify_checkpoint(folder: Path) -> dict[str, Any]:
     state = read_trainer_state(folder)
     files = state.get("files")
     if not isinstance(files, dict) or state.get("state_sha256") != state_digest(state):
-        raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} does not match its checksum")
+        raise CheckpointDamaged(folder, f"{TRAINER_JSON} does not match its checksum")
+    step = state.get("step", 0)
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise CheckpointDamaged(folder, f"{TRAINER_JSON} has step = {step!r}, not a step number")
     for name, digest in files.items():
-        path = folder / name
+        inside = Path(str(name))
+        if inside.is_absolute() or ".." in inside.parts:
+            raise CheckpointDamaged(folder, f"{TRAINER_JSON} lists {str(name)!r}, a file outside the checkpoint")
+        path = folder / inside
         if not path.is_file():
-            raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {name} is missing")
+            raise CheckpointDamaged(folder, f"{name} is missing")
         if file_sha256(path) != digest:
-            raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {name} does not match its sha256")
+            raise CheckpointDamaged(folder, f"{name} does not match its sha256")
     return state
 
 
 def read_trainer_state(folder: Path) -> dict[str, Any]:
+    """``folder/trainer.json`` as read (not verified: :func:`verify_checkpoint`); :class:`CheckpointDamaged` when
+    it is missing, unreadable, not JSON or not an object."""
+    path = folder / TRAINER_JSON
+    if not path.is_file():
+        raise CheckpointDamaged(folder, f"{TRAINER_JSON} is missing")
     try:
-        state = json.loads((folder / TRAINER_JSON).read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not valid JSON"
-        raise CheckpointDamaged(
-            f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} is unreadable ({reason})"
-        ) from None
-    if not isinstance(state, dict):
-        raise CheckpointDamaged(f"checkpoint {str(folder)!r} is damaged: {TRAINER_JSON} is not a JSON object")
-    return state
+        return read_json_object(path, "")
+    except RunFileError as exc:
+        raise CheckpointDamaged(folder, f"{TRAINER_JSON} {exc.problem}") from None
 
 
-def require_model_folder(run_dir: Path, written_by: str = "`aot train TASK --out DIR`") -> Path:
+def require_model_folder(run_dir: Path, written_by: str = "`aot train TASK --out DIR`") -> ModelFolder:
     """:func:`model_folder`, or a one-line error saying what the folder lacks and which command writes one."""
     folder = model_folder(run_dir)
     if folder is not None:

@@ -19,26 +19,26 @@ from aot.analysis.profile import denoising_profile
 from aot.analysis.vision import cls_attention_entropy
 from aot.blockspec import output_tying
 from aot.errors import AotError
+from aot.loader import load_run as read_run
 from aot.models.base import AotModel
 from aot.runinfo import machine_info
 
 SPLIT_NAMES = ("val", "test", "train")
 
 
-def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
-    """The trained model (``RUN_DIR/checkpoint``), in eval mode, and the run's ``results.json`` (empty while the
-    run is still training)."""
-    from aot.run_folder import model_folder
+#: the results.json fields the analysis reads of a finished run, by model task (lm_tokens, image_batches)
+NEEDED_RESULTS = {"lm": ("config.data.corpus", "config.data.tokenizer"), "image": ("config.data.dataset",)}
 
-    run = Path(run_dir)
-    checkpoint = model_folder(run)
-    if checkpoint is None:
-        raise AotError(f"{str(run)!r} has no checkpoint/model.safetensors; point to a folder written by `aot train`")
-    model = AotModel.from_pretrained(checkpoint).eval()
-    config: dict[str, Any] = {}
-    if (run / "results.json").is_file():
-        config = json.loads((run / "results.json").read_text())
-    return model, config
+
+def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
+    """The trained model of an lm or image run (read by :func:`aot.loader.load_run`: the newest checkpoint that
+    verifies), in eval mode, and the run's schema-checked ``results.json`` (empty while the run is still training;
+    once there, it must hold the data fields the analysis reads)."""
+    run = read_run(run_dir, task=("lm", "image"), purpose="`aot analyze`", tokenizer=False)
+    if run.results:
+        for dotted in NEEDED_RESULTS[run.config.task]:
+            run.need(dotted)
+    return run.model, run.results
 
 
 def training_summary(run_results: dict[str, Any]) -> dict[str, Any]:

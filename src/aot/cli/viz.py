@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from aot.errors import AotError
-from aot.run_folder import model_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,25 +47,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_attention(args: argparse.Namespace) -> int:
     from aot.analysis.attention_maps import class_token_attention, patch_maps, plot_attention_grid
     from aot.data.images import load_images
-    from aot.models.base import AotModel
+    from aot.loader import load_run
 
     run_dir = Path(args.run_dir)
-    results_path = run_dir / "results.json"
-    if not results_path.is_file():
-        raise AotError(f"{str(run_dir)!r} has no results.json; point to a finished `aot train vision` run")
-    results = json.loads(results_path.read_text())
-    if results.get("task") != "image":
-        raise AotError(f"{str(run_dir)!r} is a {results.get('task')!r} run; attention maps need an image classifier")
     if args.images < 1:
         raise AotError(f"--images {args.images} must be at least 1")
-    model = AotModel.from_pretrained(model_folder(run_dir) or run_dir / "checkpoint")
+    run = load_run(run_dir, task="image", purpose="attention maps")
+    model = run.model
     n_layer = model.cfg.n_layer
     if not -n_layer <= args.layer < n_layer:
         raise AotError(f"--layer {args.layer} is out of range for {n_layer} layers (use 0..{n_layer - 1} or -1)")
     layer = args.layer % n_layer
-    data_cfg = results["config"]["data"]
-    val_size = data_cfg["val_size"] if data_cfg["val_size"] < 1 else int(data_cfg["val_size"])
-    data = load_images(args.data or data_cfg["dataset"], val_size)
+    dataset, val_size = run.need("config.data.dataset"), run.need("config.data.val_size")
+    data = load_images(args.data or dataset, val_size if val_size < 1 else int(val_size))
     images, labels = data.splits["test"]
     images, labels = images[: args.images], labels[: args.images]
     logits, attention = class_token_attention(model, data.normalise(images))

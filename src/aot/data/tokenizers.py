@@ -13,12 +13,20 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from aot.errors import AotError
-from aot.run_folder import CHECKPOINT_DIR, RESULTS_FILE, TRAINER_JSON, atomic_target
+from aot.run_folder import (
+    CHECKPOINT_DIR,
+    RESULTS_FILE,
+    TRAINER_JSON,
+    RunFileError,
+    atomic_target,
+    json_field,
+    read_json_object,
+)
 
 
 class Tokenizer(Protocol):
@@ -215,29 +223,36 @@ def save_tokenizer(tokenizer: Tokenizer, folder: Path) -> None:
         tokenizer.save(folder / BPE_FILE)
 
 
-def tokenizer_name(run_dir: Path) -> str:
-    """The run's tokenizer name (bytes, gpt2, bpe-N), from whichever record the folder has."""
-    candidates: list[tuple[Path, list[str]]] = [
-        (run_dir / TOKENIZER_NAME_FILE, ["name"]),
-        (run_dir / RESULTS_FILE, ["config", "data", "tokenizer"]),
-        (run_dir / CHECKPOINT_DIR / TRAINER_JSON, ["fingerprint", "data", "tokenizer"]),
-    ]
-    for path, keys in candidates:
+def tokenizer_name(run_dir: Path, checkpoint: Path | None = None) -> tuple[str, Path]:
+    """The run's tokenizer name (bytes, gpt2, bpe-N) and the file that says so, from whichever record the folder
+    has: ``aot_tokenizer.json`` (exports), ``results.json`` (a finished run), the trainer state of ``checkpoint``
+    (default ``run_dir/checkpoint``: an unfinished run). Each file is read schema-checked: a corrupt one, or a
+    name that is not a string, is one line naming the file and the field."""
+    fix = "restore the file the run or export wrote, or delete it if the folder has another record"
+    checkpoint = run_dir / CHECKPOINT_DIR if checkpoint is None else checkpoint
+    candidates = (
+        (run_dir / TOKENIZER_NAME_FILE, "name"),
+        (run_dir / RESULTS_FILE, "config.data.tokenizer"),
+        (checkpoint / TRAINER_JSON, "fingerprint.data.tokenizer"),
+    )
+    for path, field in candidates:
         if not path.is_file():
             continue
-        value: Any = json.loads(path.read_text())
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, str):
-            return value
+        value = json_field(read_json_object(path, fix), field, str, path, fix)
+        if value is not None:
+            return value, path
+        if path.name == TOKENIZER_NAME_FILE:
+            raise RunFileError(path, f"has no {field}", 'write {"name": "bytes"} (or the run\'s tokenizer) into it')
     raise AotError(
         f"{str(run_dir)!r} does not say which tokenizer its model uses (no results.json, checkpoint/trainer.json "
         f"or {TOKENIZER_NAME_FILE}); is it a run folder of `aot train lm`?"
     )
 
 
-def load_tokenizer(run_dir: Path) -> Tokenizer:
-    name = tokenizer_name(run_dir)
+def load_tokenizer(run_dir: Path, checkpoint: Path | None = None) -> Tokenizer:
+    """The tokenizer a run or export folder records (:func:`tokenizer_name`); a trained BPE from the folder's
+    ``tokenizer.json``. One line naming the file when the name is unknown or the BPE file does not load."""
+    name, source = tokenizer_name(run_dir, checkpoint)
     if name.startswith("bpe-"):
         saved = run_dir / BPE_FILE
         if not saved.is_file():
@@ -245,5 +260,16 @@ def load_tokenizer(run_dir: Path) -> Tokenizer:
                 f"{str(run_dir)!r} was trained with {name} but holds no {BPE_FILE}; copy the BPE the data pipeline "
                 "cached (under $AOT_DATA/shards/) into the run folder as tokenizer.json"
             )
-        return TrainedBPE.load(saved)
-    return get_tokenizer(name)
+        try:
+            return TrainedBPE.load(saved)
+        except AotError:
+            raise
+        except Exception as exc:  # HF tokenizers raises its own error type for a file it cannot parse
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+            raise RunFileError(
+                saved, f"does not load as a trained BPE ({first})", f"copy the {name} file again"
+            ) from None
+    try:
+        return get_tokenizer(name)
+    except AotError as exc:
+        raise AotError(f"{str(source)!r} names tokenizer {name!r}: {exc}") from None

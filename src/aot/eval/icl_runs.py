@@ -7,28 +7,30 @@ data config, optionally out of distribution)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from aot.data.icl import ICLDataConfig, eval_prompts
 from aot.errors import AotError
 from aot.eval.icl import BASELINES, baselines_for, bootstrap_band, model_predictions, squared_errors
-from aot.run_folder import model_folder
+from aot.loader import load_run as read_run
+from aot.run_folder import RESULTS_FILE
 from aot.runinfo import machine_info
+from aot.validation import from_dict
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], Any]:
-    """A run folder of `aot train icl`: its results.json and its trained model."""
-    from aot.models import AotModel
-
-    results_path, checkpoint = run_dir / "results.json", model_folder(run_dir)
-    if not results_path.is_file() or checkpoint is None:
-        raise AotError(f"{str(run_dir)!r} is not a finished `aot train icl` run (no results.json or checkpoint/)")
-    results = json.loads(results_path.read_text())
-    if results.get("task") != "icl":
-        raise AotError(f"{str(run_dir)!r} is a {results.get('task')!r} run, not an in-context regression run")
-    return results, AotModel.from_pretrained(checkpoint)
+    """A finished run folder of `aot train icl` (read by :func:`aot.loader.load_run`: checkpoint verified,
+    results.json schema-checked): its results.json — with the fields the evaluation reads there (the data config,
+    valid as an ``ICLDataConfig``; model; train) — and its trained model."""
+    run = read_run(run_dir, task="icl", purpose="`aot eval icl`")
+    for dotted in ("config.data.task", "config.data.n_dims", "model", "train"):
+        run.need(dotted)
+    try:
+        from_dict(ICLDataConfig, run.need("config.data"), "config.data")
+    except AotError as exc:
+        raise AotError(f"{str(run.path / RESULTS_FILE)!r}: {exc}; restore the file the run wrote") from None
+    return run.results, run.model
 
 
 def evaluate_runs(

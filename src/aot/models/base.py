@@ -90,8 +90,12 @@ class AotModel(HookedModule):
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, **overrides: Any) -> AotModel:
-        """Load a model saved by :meth:`save_pretrained` (any head: the config says which)."""
-        from safetensors.torch import load_model
+        """Load a model saved by :meth:`save_pretrained` (any head: the config says which), or the model of an
+        ``aot export hf`` folder (transformers is not needed). Every problem is one line naming the file: a
+        config.json that is not JSON or not an object, or does not validate (the field named); weights that are
+        not safetensors, or disagree with the config (the tensor and both shapes named). Checksums are not
+        checked here: :mod:`aot.loader` reads run folders, verifying their checkpoints first."""
+        from aot.models.weights import WeightsFile, read_model_config
 
         directory = Path(directory)
         config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
@@ -100,28 +104,14 @@ class AotModel(HookedModule):
                 f"{str(directory)!r} has no {CONFIG_NAME} + {WEIGHTS_NAME}; "
                 "point to a folder written by save_pretrained"
             )
+        cfg, prefix = read_model_config(config_path, overrides)
+        weights = WeightsFile(weights_path, config_path, prefix)
+        weights.check_layers(cfg)
         try:
-            fields = json.loads(config_path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise AotError(f"{str(config_path)!r} is not valid JSON; rewrite it with save_pretrained") from None
-        if not isinstance(fields, dict):
-            raise AotError(
-                f"{str(config_path)!r} must hold a JSON object of config fields, not a {type(fields).__name__}"
-            )
-        cfg = ModelConfig.from_dict({**fields, **overrides})
-        model = build_model(cfg)
-        try:
-            missing, unexpected = load_model(model, str(weights_path), strict=False)
-        except Exception as exc:  # safetensors raises its own error type for a truncated or foreign file
-            if isinstance(exc, AotError):
-                raise
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise AotError(f"{str(weights_path)!r} is damaged or not a safetensors file ({first})") from None
-        if missing or unexpected:
-            raise AotError(
-                f"weights in {str(weights_path)!r} do not match the config "
-                f"(missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
-            )
+            model = build_model(cfg)  # which refuses a model the machine cannot hold, before allocating it
+        except ConfigError as exc:
+            raise ConfigError(f"{str(config_path)!r}: {exc}") from None
+        weights.load_into(model)
         return model
 
     def extra_repr(self) -> str:

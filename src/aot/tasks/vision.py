@@ -21,9 +21,9 @@ from torch import nn
 from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageBatches, ImageData, load_images
 from aot.errors import AotError, ConfigError
 from aot.eval.vision import evaluate_classifier
+from aot.loader import load_run
 from aot.models import build_model
 from aot.models.base import AotModel
-from aot.run_folder import model_folder
 from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
@@ -147,11 +147,10 @@ def check_image_shape(data: ImageData, image_size: int, in_chans: int) -> None:
 
 
 def load_init_model(source: str, num_classes: int) -> AotModel:
-    """The weights of a trained image model (a run folder or a save_pretrained folder), classifier reset to
+    """The weights of a trained image model (a run folder — its newest checkpoint that verifies, read by
+    :func:`aot.loader.load_run` — or a save_pretrained folder), in training mode, classifier reset to
     ``num_classes`` outputs (normal(0, init_std) weights, zero bias)."""
-    model = AotModel.from_pretrained(model_folder(Path(source)) or Path(source))
-    if model.cfg.task != "image":
-        raise AotError(f"--init-from {source!r} holds a {model.cfg.task!r} model; fine-tuning needs an image model")
+    model = load_run(source, task="image", purpose="--init-from (fine-tuning)", tokenizer=False).model.train()
     model.reset_classifier(num_classes)  # type: ignore[operator]
     head = model.get_classifier()  # type: ignore[operator]
     nn.init.normal_(head.weight, std=model.cfg.init_std)

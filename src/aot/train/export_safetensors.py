@@ -9,13 +9,13 @@ re-saved the same way.
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 from aot.errors import AotError
+from aot.loader import find_model, load_model
 from aot.models.base import AotModel
-from aot.run_folder import MODEL_CONFIG, TRAINER_JSON, check_writable_dir, latest_good_checkpoint, verify_checkpoint
+from aot.run_folder import MODEL_CONFIG, check_writable_dir
 from aot.train.checkpoint import FORMAT_SHARDED, SHARDED_DIR
 
 
@@ -23,15 +23,8 @@ def export_safetensors(run_dir: str | Path, out_dir: str | Path) -> Path:
     """Write ``model.safetensors`` + ``config.json`` of the newest good checkpoint of ``run_dir`` (a run folder
     or a checkpoint folder) into ``out_dir``; returns ``out_dir``."""
     run_dir, out = Path(run_dir), Path(out_dir)
-    if (run_dir / TRAINER_JSON).is_file():
-        folder, state = run_dir, verify_checkpoint(run_dir)
-    else:
-        damaged: list[tuple[Path, str]] = []
-        found = latest_good_checkpoint(run_dir, damaged)
-        if found is None:
-            reason = f" ({damaged[0][1]})" if damaged else ""
-            raise AotError(f"{str(run_dir)!r} holds no good checkpoint{reason}; point to a run folder of `aot train`")
-        folder, state = found
+    source = find_model(run_dir)  # the newest checkpoint that verifies (a notice if it falls back), else one line
+    folder, state = source.path, source.state or {}
     if not (folder / MODEL_CONFIG).is_file():
         raise AotError(f"checkpoint {str(folder)!r} has no {MODEL_CONFIG}; it was not written by `aot train`")
     if out.resolve() == folder.resolve():
@@ -40,7 +33,7 @@ def export_safetensors(run_dir: str | Path, out_dir: str | Path) -> Path:
     if state.get("format") == FORMAT_SHARDED:
         model = _load_sharded(folder)
     else:
-        model = AotModel.from_pretrained(folder)
+        model = load_model(source)
     model.save_pretrained(out)
     return out
 
@@ -48,11 +41,10 @@ def export_safetensors(run_dir: str | Path, out_dir: str | Path) -> Path:
 def _load_sharded(folder: Path) -> AotModel:
     import torch.distributed.checkpoint as dcp
 
-    from aot.config import ModelConfig
     from aot.models import build_model
+    from aot.models.weights import read_model_config
 
-    cfg = ModelConfig.from_dict(json.loads((folder / MODEL_CONFIG).read_text()))
-    model = build_model(cfg)
+    model = build_model(read_model_config(folder / MODEL_CONFIG)[0])
     state = {"model": model.state_dict()}
     try:
         with warnings.catch_warnings():  # "loading in a single process": exactly the intent here
