@@ -184,27 +184,29 @@ def _gpt2_merges() -> list[tuple[str, str]]:
     return [tuple(line.split()) for line in lines if line.strip()]  # type: ignore[misc]
 
 
-def export_hf(run_dir: str | Path, out_dir: str | Path) -> Path:
+def export_hf(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> Path:
     """Write ``out_dir``: config.json + model.safetensors (``AotForCausalLM``), the tokenizer as a
-    ``PreTrainedTokenizerFast`` and our own record of its name (so ``aot sample`` / ``aot eval lm`` read it)."""
+    ``PreTrainedTokenizerFast`` and our own record of its name (so ``aot sample`` / ``aot eval lm`` read it), a
+    README; all at once and never over a user's run unless ``force`` (:mod:`aot.train.export_folder`)."""
     from aot.data.tokenizers import save_tokenizer
     from aot.eval.lm_folder import load_lm_run
+    from aot.train.export_folder import export_folder
 
-    run = load_lm_run(run_dir)
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not (out / "config.json").is_file():
-        raise AotError(f"{str(out)!r} exists and holds other files; give an empty or new folder")
-    wrapped = AotForCausalLM(AotConfig.from_model_config(run.model.cfg), model=run.model)
-    wrapped.save_pretrained(out)
-    hf_tokenizer(run.tokenizer).save_pretrained(out)
-    save_tokenizer(run.tokenizer, out)  # writes aot_tokenizer.json (and a trained BPE's tokenizer.json again)
-    (out / "README.md").write_text(
-        f"# {run.name}: an AoT language model ({run.model.cfg.block}, {run.model.cfg.n_layer} layers)\n\n"
-        "Exported by `aot export hf`. Load it with:\n\n"
-        "    import aot.hf  # registers model type 'aot'\n"
-        "    from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        f"    model = AutoModelForCausalLM.from_pretrained({str(out)!r})\n"
-        f"    tokenizer = AutoTokenizer.from_pretrained({str(out)!r})\n\n"
-        f"Tokenizer: {run.tokenizer.name}. Context: {run.block_size} tokens. Source run: {json.dumps(str(run.path))}.\n"
-    )
+    with export_folder(out, "hf", run_dir, force) as scratch:
+        run = load_lm_run(run_dir)
+        wrapped = AotForCausalLM(AotConfig.from_model_config(run.model.cfg), model=run.model)
+        wrapped.save_pretrained(scratch)
+        hf_tokenizer(run.tokenizer).save_pretrained(scratch)
+        save_tokenizer(run.tokenizer, scratch)  # writes aot_tokenizer.json (and a trained BPE's tokenizer.json again)
+        (scratch / "README.md").write_text(
+            f"# {run.name}: an AoT language model ({run.model.cfg.block}, {run.model.cfg.n_layer} layers)\n\n"
+            "Exported by `aot export hf`. Load it with:\n\n"
+            "    import aot.hf  # registers model type 'aot'\n"
+            "    from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+            f"    model = AutoModelForCausalLM.from_pretrained({str(out)!r})\n"
+            f"    tokenizer = AutoTokenizer.from_pretrained({str(out)!r})\n\n"
+            f"Tokenizer: {run.tokenizer.name}. Context: {run.block_size} tokens. "
+            f"Source run: {json.dumps(str(run.path))}.\n"
+        )
     return out

@@ -385,3 +385,241 @@ def require_model_folder(run_dir: Path, written_by: str = "`aot train TASK --out
         f"{str(run_dir)!r} holds no model ({CHECKPOINT_DIR}/{MODEL_WEIGHTS} + {MODEL_CONFIG}); give a folder written "
         f"by {written_by} (after its first checkpoint)"
     )
+
+
+# -- one writer per folder; whole folders written at once; failed writes as one line ----------------------------
+
+LOCK_FILE = ".aot.lock"  # in a folder a command writes: held (fcntl.flock) for the whole command, with its pid
+
+
+class FolderBusy(AotError):
+    """Another process holds the folder's lock (:func:`folder_lock`)."""
+
+
+_HELD_LOCKS: dict[str, int] = {}  # folder (resolved) -> the descriptor of this process's lock on it
+
+
+@contextmanager
+def folder_lock(folder: str | Path, option: str = "--out") -> Iterator[Path]:
+    """Hold ``folder``'s lock for the block: an exclusive ``fcntl.flock`` on ``folder/.aot.lock`` (the folder and the
+    file are created when missing), which holds this process's pid. Another process asking for it meanwhile gets
+    :class:`FolderBusy`, one line naming the holder's pid, the folder and the fix (``option``: how the user names the
+    folder). The OS drops the lock when the process ends, after kill -9 too, so a stale file never blocks anyone. On
+    exit the lock file is removed, and the folder too when this call created it and nothing was written into it: a
+    refused command leaves nothing behind. Yields the folder. A folder moved aside and made anew while locked
+    (``--force``) takes its lock along through :func:`follow_lock`."""
+    import contextlib
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise AotError(f"{option} {str(folder)!r} is a file, not a folder; pick a folder")
+    created = not folder.exists()
+    key = str(folder.resolve())
+    try:
+        _HELD_LOCKS[key] = _acquire_lock(folder, option)
+        try:
+            yield folder
+        finally:
+            fd = _HELD_LOCKS.pop(key)
+            if _same_file(fd, folder / LOCK_FILE):
+                (folder / LOCK_FILE).unlink(missing_ok=True)  # still holding the lock: nobody else holds this file
+            os.close(fd)
+    finally:
+        if created:
+            with contextlib.suppress(OSError):  # not empty: the command wrote into it, keep it
+                folder.rmdir()
+
+
+def follow_lock(folder: str | Path, option: str = "--out") -> None:
+    """``folder`` was moved aside and made anew (:func:`move_aside`) while this process held its lock: lock the new
+    folder and let go of the moved one (whose lock file goes). Nothing when this process holds no lock on
+    ``folder`` (another rank under torchrun) or the folder was not moved."""
+    folder = Path(folder)
+    key = str(folder.resolve())
+    old = _HELD_LOCKS.get(key)
+    if old is None or _same_file(old, folder / LOCK_FILE):
+        return
+    _HELD_LOCKS[key] = _acquire_lock(folder, option)
+    moved = Path(f"/proc/self/fd/{old}")
+    try:
+        moved_file = Path(os.readlink(moved)) if moved.is_symlink() else None
+    except OSError:
+        moved_file = None
+    if moved_file is not None and moved_file.name == LOCK_FILE:
+        moved_file.unlink(missing_ok=True)
+    os.close(old)
+
+
+def _acquire_lock(folder: Path, option: str) -> int:
+    """The descriptor of ``folder/.aot.lock``, exclusively locked, holding this process's pid; :class:`FolderBusy`
+    when another process holds it."""
+    import fcntl
+
+    path = folder / LOCK_FILE
+    while True:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise AotError(os_error_line(exc, f"cannot write into {option} {str(folder)!r}")) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by another process
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise FolderBusy(
+                f"another aot process (pid {holder}) is using {str(folder)!r}; wait for it to finish or pick "
+                f"another {option}"
+            ) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the holder before us removed the file between our open and our lock: take the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:
+        os.close(fd)
+        raise AotError(os_error_line(exc, f"cannot write into {option} {str(folder)!r}")) from None
+    return fd
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        here, held = os.stat(path), os.fstat(fd)
+        return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+    except OSError:
+        return False
+
+
+def _drop_own_lock_file(folder: Path) -> None:
+    """Remove ``folder``'s lock file when it names this process (a folder moved aside while this process held it)."""
+    import contextlib
+
+    path = folder / LOCK_FILE
+    with contextlib.suppress(OSError, ValueError):
+        if int(path.read_text().strip()) == os.getpid():
+            path.unlink()
+
+
+class WriteFailed(AotError):
+    """A write that failed because of the disk or the folder (full disk, file-size limit, read-only folder): one
+    line saying what was being written (``doing``) and why (``cause``, the OS error behind it)."""
+
+    def __init__(self, cause: OSError, doing: str) -> None:
+        self.cause, self.doing = cause, doing
+        super().__init__(os_error_line(cause, doing))
+
+
+def as_os_error(exc: BaseException) -> OSError | None:
+    """The OS error behind a failed write: ``exc`` itself, the cause of a :class:`WriteFailed`, or the one that a
+    library writing files itself names in its message (safetensors: ``... I/O error: File too large (os error
+    27)``); None for anything else (a bug, not the disk)."""
+    import re
+
+    if isinstance(exc, WriteFailed):
+        return exc.cause
+    if isinstance(exc, OSError):
+        return exc
+    match = re.search(r"\(os error (\d+)\)", str(exc))
+    if match is None:
+        return None
+    code = int(match.group(1))
+    return OSError(code, os.strerror(code))
+
+
+def fsync_tree(folder: Path) -> None:
+    """Flush every file under ``folder`` to the disk (before the rename that publishes the folder)."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+
+
+@contextmanager
+def atomic_folder(out: Path, keep_old_as: Path | None = None) -> Iterator[Path]:
+    """A scratch folder beside ``out``, unique to this process and call, to write ``out``'s new content into; on a
+    clean exit it takes ``out``'s place in one step (``renameat2(RENAME_EXCHANGE)``: the new and the old folder
+    swap names; two renames where the system has no exchange), then the old folder is removed, or renamed to
+    ``keep_old_as``. On an error the scratch folder is removed and ``out`` is as it was. A kill at any moment leaves
+    the old ``out`` or the whole new one, never a mixture (and at most a scratch folder, which the next call for
+    the same ``out`` removes). The caller holds ``out``'s :func:`folder_lock` (so no other writer races it)."""
+    import shutil
+
+    out = Path(out)
+    _remove_stale_scratch(out)
+    scratch = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    scratch.mkdir(parents=True)
+    try:
+        yield scratch
+        fsync_tree(scratch)
+        if not out.exists():
+            os.rename(scratch, out)
+            return
+        old = _swap(scratch, out)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if keep_old_as is None:
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    _drop_own_lock_file(old)
+    try:
+        os.rename(old, keep_old_as)
+    except OSError as exc:
+        doing = f"the new {str(out)!r} is written; its old content is in {str(old)!r}"
+        raise AotError(os_error_line(exc, doing)) from None
+
+
+def _swap(scratch: Path, out: Path) -> Path:
+    """Give ``scratch``'s content the name ``out``; returns where ``out``'s old content now is."""
+    if _exchange(scratch, out):
+        return scratch
+    aside = scratch.with_name(scratch.name[: -len(".tmp")] + ".old.tmp")
+    os.rename(out, aside)
+    try:
+        os.rename(scratch, out)
+    except OSError:
+        os.rename(aside, out)
+        raise
+    return aside
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the names of ``a`` and ``b`` in one step (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False where the
+    system or the file system cannot (the caller renames twice)."""
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _remove_stale_scratch(out: Path) -> None:
+    """Remove the scratch folders of :func:`atomic_folder` calls for ``out`` whose process is gone (killed)."""
+    import glob
+    import shutil
+
+    for path in out.parent.glob(f".{glob.escape(out.name)}.*-*.tmp"):
+        pid = path.name[len(out.name) + 2 :].split("-", 1)[0]
+        if path.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by another user
+        return True
+    return True

@@ -33,6 +33,7 @@ from torch import nn
 
 from aot.config import ModelConfig
 from aot.errors import AotError
+from aot.interpreter import module_argv
 
 
 def synchronize(device: torch.device | str) -> None:
@@ -163,12 +164,10 @@ def peak_training_memory(
 
 def _run_probe(spec: dict[str, Any]) -> dict[str, Any]:
     """Run :func:`_probe` on ``spec`` in a fresh Python process (its peak RSS is its own) and return its result."""
-    import aot
-
-    package_root = str(Path(aot.__file__).resolve().parents[1])  # the child imports this same aot
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding aot/: the child imports this aot
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        [sys.executable, "-m", "aot.bench.timing", json.dumps(spec)],
+        [*module_argv("aot.bench.timing"), json.dumps(spec)],
         capture_output=True,
         text=True,
         check=False,

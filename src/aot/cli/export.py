@@ -11,6 +11,14 @@ import textwrap
 from aot.errors import AotError
 from aot.train.export_safetensors import export_safetensors
 
+EPILOG = """\
+Example:
+  {example}
+
+OUT_DIR is written all at once: into a scratch folder beside it, then swapped in with one rename, so an
+interrupted export leaves the old OUT_DIR or the whole new one. It holds aot_export.json (the format and the
+source run), which marks it as an earlier export that the next export may replace."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -24,6 +32,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: parser.print_help() or 0)
 
 
+def add_force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write OUT_DIR even when it holds a training run, a checkpoint (config.json, model.safetensors, "
+        "trainer.json) or other files; what it held is moved to OUT_DIR.old-N, not deleted. Without it such an "
+        "OUT_DIR is refused; an earlier export of the same format is always replaced",
+    )
+
+
 def register_safetensors(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "safetensors",
@@ -35,16 +53,21 @@ def register_safetensors(subparsers: argparse._SubParsersAction) -> None:
             "in one process.",
             width=100,
         ),
-        epilog="Example:\n  aot export safetensors runs/lm exported/lm",
+        epilog=EPILOG.format(example="aot export safetensors runs/lm exported/lm"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (holding checkpoint/) or a checkpoint folder")
-    parser.add_argument("out_dir", metavar="OUT_DIR", help="folder to write model.safetensors and config.json into")
+    parser.add_argument(
+        "out_dir",
+        metavar="OUT_DIR",
+        help="folder to write model.safetensors and config.json into (new or empty, or an earlier export)",
+    )
+    add_force(parser)
     parser.set_defaults(func=run_safetensors)
 
 
 def run_safetensors(args: argparse.Namespace) -> int:
-    out = export_safetensors(args.run_dir, args.out_dir)
+    out = export_safetensors(args.run_dir, args.out_dir, force=args.force)
     print(f"wrote {out / 'model.safetensors'} and {out / 'config.json'}")
     return 0
 
@@ -61,11 +84,12 @@ def register_hf(subparsers: argparse._SubParsersAction) -> None:
             "beam) work; `aot sample` and `aot eval lm` read the folder too. Needs aot[hf].",
             width=100,
         ),
-        epilog="Example:\n  aot export hf runs/lm exports/lm",
+        epilog=EPILOG.format(example="aot export hf runs/lm exports/lm"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run", metavar="RUN_DIR", help="run folder of `aot train lm`")
     parser.add_argument("out", metavar="OUT_DIR", help="folder to write (new or empty, or an earlier export)")
+    add_force(parser)
     parser.set_defaults(func=run_hf)
 
 
@@ -74,7 +98,7 @@ def run_hf(args: argparse.Namespace) -> int:
         raise AotError("aot export hf needs transformers: pip install 'aot[hf]'")
     from aot.hf import export_hf
 
-    out = export_hf(args.run, args.out)
+    out = export_hf(args.run, args.out, force=args.force)
     print(f"wrote {out} (config.json, model.safetensors, tokenizer files, README.md)")
     return 0
 

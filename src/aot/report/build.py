@@ -12,6 +12,7 @@ from aot.report.document import Block, Bullets, Code, Document, Paragraph, Secti
 from aot.report.execute import RESULTS, Outcome, format_seconds
 from aot.report.paper_numbers import CITATION, PAPER_ITEMS, URL
 from aot.report.part import PRESET_HELP, Part
+from aot.run_folder import WriteFailed, write_text_atomic
 
 STATE_WORDS = {
     "done": "done",
@@ -128,7 +129,9 @@ def write_report(
     code: str,
     commit: str | None,
 ) -> Document:
-    """Write ``report.md``, ``index.html`` and ``report.json`` into ``out`` (each through a temporary file)."""
+    """Write ``report.md``, ``index.html`` and ``report.json`` into ``out``, each replaced in one step
+    (:func:`aot.run_folder.write_text_atomic`): a failed write (full disk, read-only folder) is one line,
+    :class:`aot.run_folder.WriteFailed`, that leaves the earlier file whole and no scratch file."""
     doc = build_document(
         parts, outcomes, preset=preset, out=out, command=command, machine=machine, code=code, commit=commit
     )
@@ -145,7 +148,8 @@ def write_report(
         ("index.html", to_html(doc)),
         ("report.json", json.dumps(summary, indent=1) + "\n"),
     ):
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(out / name)
+        try:
+            write_text_atomic(out / name, text)
+        except OSError as exc:  # a full disk, a read-only folder: one line; the earlier report files are whole
+            raise WriteFailed(exc, f"cannot write the report {str(out / name)!r} (the earlier one is kept)") from None
     return doc

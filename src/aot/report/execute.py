@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,7 +27,7 @@ from typing import Any
 import aot
 from aot.errors import AotError
 from aot.report.part import PRESETS, Context, Part, Plan, Step
-from aot.run_folder import write_text_atomic
+from aot.run_folder import WriteFailed, as_os_error, folder_lock, write_text_atomic
 
 STATUS = "status.json"
 RESULTS = "results.json"
@@ -136,7 +135,15 @@ def read_status(part_dir: Path) -> dict[str, Any]:
 
 def _write_json(path: Path, obj: Any) -> None:
     """Write through a temporary file and rename, so an interrupted write never leaves half a file."""
-    write_text_atomic(path, json.dumps(obj, indent=1, default=str) + "\n")
+    _write_text(path, json.dumps(obj, indent=1, default=str) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Replace ``path`` in one step; a full disk or a read-only folder is one line naming it, the old file whole."""
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise WriteFailed(exc, f"cannot write {str(path)!r}") from None
 
 
 class StepFailed(AotError):
@@ -185,7 +192,7 @@ def run_step(step: Step, part_dir: Path, key: str, echo: Callable[[str], None], 
     logs = part_dir / "logs"
     logs.mkdir(exist_ok=True)
     log = logs / f"{step.name}.log"
-    argv = [*(step.launcher or [sys.executable]), "-m", "aot.cli", *step.options(part_dir)]
+    argv = step.process_argv(part_dir)
     echo(f"  {label}: {' '.join(command)}  (log: {log})")
     start = time.perf_counter()
     with open(log, "w") as handle:
@@ -251,7 +258,7 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
     start = time.perf_counter()
     try:
         for name, text in plan.files.items():
-            (part_dir / name).write_text(text)
+            _write_text(part_dir / name, text)
         for i, step in enumerate(plan.steps, 1):
             key_i = _step_key(step, part_dir, plan, step_code)
             outcome.command_seconds += run_step(step, part_dir, key_i, echo, f"{part.name} {i}/{len(plan.steps)}")
@@ -266,7 +273,11 @@ def run_part(part: Part, ctx: Context, code: str, step_code: str, echo: Callable
         raise
     except Exception as exc:  # a failing part is reported and does not take the others down
         outcome.state = "failed"
-        outcome.error = str(exc) if isinstance(exc, AotError) else f"{type(exc).__name__}: {exc}"
+        cause = None if isinstance(exc, AotError) else as_os_error(exc)
+        if cause is not None:  # a full disk, a read-only folder: one line, as everywhere
+            outcome.error = str(WriteFailed(cause, f"the {part.name} part could not write its files"))
+        else:
+            outcome.error = str(exc) if isinstance(exc, AotError) else f"{type(exc).__name__}: {exc}"
     outcome.seconds = time.perf_counter() - start
     outcome.finished = _commands_finished(part_dir, plan) if outcome.state == "done" else _now()
     _write_json(part_dir / STATUS, asdict(outcome))
@@ -360,16 +371,29 @@ def run_parts(
     """Run the selected parts (all by default) and return one outcome per part, unselected ones included.
 
     ``on_progress`` is called with the outcomes so far after every part (and on Ctrl-C), e.g. to rewrite the
-    report; on Ctrl-C it is called and the KeyboardInterrupt propagates."""
+    report; on Ctrl-C it is called and the KeyboardInterrupt propagates. ``out`` is locked meanwhile
+    (:func:`aot.run_folder.folder_lock`): a second `aot reproduce` into it is refused in one line."""
     if preset not in PRESETS:
         raise AotError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
     selected = select_parts(parts, only)
+    with folder_lock(out):
+        return _run_selected(parts, selected, preset, out, data or {}, echo, on_progress)
+
+
+def _run_selected(
+    parts: list[Part],
+    selected: list[Part],
+    preset: str,
+    out: Path,
+    data: dict[str, str],
+    echo: Callable[[str], None],
+    on_progress: Callable[[list[Outcome]], None] | None,
+) -> list[Outcome]:
     code, step_code = code_version(), code_version(exclude=("report",))
     cuda = cuda_device_count()
-    out.mkdir(parents=True, exist_ok=True)
 
     def context(part: Part) -> Context:
-        return Context(preset, out / part.name, dict(data or {}), cuda)
+        return Context(preset, out / part.name, dict(data), cuda)
 
     outcomes = {p.name: stored_outcome(p, context(p), code) for p in parts if p not in selected}
     outcomes.update({p.name: Outcome(p.name, "not reached") for p in selected})

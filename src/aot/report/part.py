@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aot.errors import AotError
+from aot.interpreter import module_argv, torchrun_argv
 from aot.report.document import Block
 
 PRESETS = ("tiny", "quick", "full", "paper")
@@ -67,6 +69,16 @@ class Step:
         if self.launcher:
             return [*self.launcher, "-m", "aot.cli", *self.options(part_dir)]
         return ["aot", *self.options(part_dir)]
+
+    def process_argv(self, part_dir: Path) -> list[str]:
+        """What :func:`aot.report.execute.run_step` starts for :meth:`command`: this interpreter, with the working
+        directory kept off ``sys.path`` (:mod:`aot.interpreter`), so a module lying in the folder ``aot reproduce``
+        was started in is never imported. The only launcher is ``torchrun``."""
+        if not self.launcher:
+            return [*module_argv("aot.cli"), *self.options(part_dir)]
+        if Path(self.launcher[0]).name != "torchrun":
+            raise AotError(f"step {self.name!r}: unknown launcher {self.launcher[0]!r}; the only one is torchrun")
+        return [*torchrun_argv(self.launcher[1:], "aot.cli"), *self.options(part_dir)]
 
 
 @dataclass

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aot.bench.flops import training_flops_per_sample
+from aot.bench.machine_cache import deferred_writes
 from aot.devices import resolve_device
-from aot.run_folder import check_writable_dir, write_results
+from aot.run_folder import folder_lock, write_results
 from aot.runinfo import machine_info
 from aot.tasks.protocol import Task, TaskRun
 from aot.train.distributed import barrier, env_from_torchrun, init_distributed
-from aot.train.trainer import Trainer, TrainResult
+from aot.train.trainer import Trainer, TrainResult, on_main
 
 
 def run_task(
@@ -31,18 +33,34 @@ def run_task(
     the run early, with a checkpoint and no final evaluation, as an interrupted run would).
 
     Every task goes through the same steps: device (``device_name``; under torchrun each process takes its local
-    rank's GPU), distributed init, a writable ``out_dir``, the task's checks and data, ``torch.manual_seed(
-    run.train.seed)`` then the model (so the init is the seed's), the :class:`aot.train.Trainer` (``resume`` /
-    ``force``: see :meth:`aot.train.Trainer.fit`; its MFU from the block's analytic FLOPs), the final evaluation,
-    results.json, the task's artifacts and figures.
+    rank's GPU), distributed init, the task's checks, ``out_dir``'s lock (:func:`aot.run_folder.folder_lock`, on
+    the main process, held to the end: a second run on the same folder is refused in one line; a file or a
+    read-only folder is an error before any data is read), the task's data, ``torch.manual_seed(run.train.seed)``
+    then the model (so the init is the seed's), the :class:`aot.train.Trainer` (``resume`` / ``force``: see
+    :meth:`aot.train.Trainer.fit`; its MFU from the block's analytic FLOPs), the final evaluation, results.json,
+    the task's artifacts and figures. What the run measures about the machine enters its cache only when the run
+    has finished (:func:`aot.bench.machine_cache.deferred_writes`): a refused run writes nothing.
     """
     out = Path(out_dir)
     device = resolve_device(device_name, env_from_torchrun().local_rank)
     env = init_distributed(device)
-    if env.is_main:
-        check_writable_dir(out)  # a file or a read-only folder is an error before any data is read
     task.check(run)
-    data = task.load_data(run, env.is_main)
+    with ExitStack() as held, deferred_writes():
+        on_main(lambda: held.enter_context(folder_lock(out)))
+        return _run_locked(task, run, out, device, env.is_main, resume, force, stop_at)
+
+
+def _run_locked(
+    task: Task,
+    run: TaskRun,
+    out: Path,
+    device: torch.device,
+    is_main: bool,
+    resume: bool | str,
+    force: bool,
+    stop_at: int | None,
+) -> dict[str, Any]:
+    data = task.load_data(run, is_main)
     seed = run.train.seed
     torch.manual_seed(seed)
     model = task.build_model(run, data)
@@ -67,7 +85,7 @@ def run_task(
     with torch.no_grad(), trainer.autocast():
         final = task.final_eval(run, data, setup, trainer, device)
     results: dict[str, Any] = {}
-    if env.is_main:
+    if is_main:
         results = assemble_results(task, run, model, result, time.perf_counter() - wall_start)
         own = task.results(run, data, setup, model, result, final)
         results["model"].update(own.pop("model", {}))

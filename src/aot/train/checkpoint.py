@@ -23,7 +23,6 @@ they were.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,10 @@ from aot.run_folder import (
     OLD_DIR,
     PREV_DIR,
     TRAINER_JSON,
+    as_os_error,
     checkpoint_candidates,
     file_sha256,
+    fsync_tree,
     state_digest,
     verify_checkpoint,
 )
@@ -123,12 +124,10 @@ def save_checkpoint(
                 optim_tensors, optimizer_meta = _flatten_optimizer(optim_state)
                 save_file(optim_tensors, str(scratch / OPTIMIZER_WEIGHTS))
         save_file(_rng_state(), str(scratch / rng_file(env.rank)))
-    except (OSError, RuntimeError) as exc:
-        error = (
-            os_error_line(exc, f"cannot write a checkpoint into {str(out_dir)!r}")
-            if isinstance(exc, OSError)
-            else f"cannot write a checkpoint into {str(out_dir)!r}: {_first_line(exc)}"
-        )
+    except Exception as exc:  # safetensors and torch.distributed.checkpoint raise their own error types
+        doing = f"cannot write a checkpoint into {str(out_dir)!r}"
+        cause = as_os_error(exc)
+        error = os_error_line(cause, doing) if cause is not None else f"{doing}: {_first_line(exc)}"
     _raise_agreed(first_error(error), out_dir, scratch, env.is_main)
     folder: Path | None = None
     if env.is_main:
@@ -149,7 +148,7 @@ def save_checkpoint(
             }
             state["state_sha256"] = state_digest(state)
             (scratch / TRAINER_JSON).write_text(json.dumps(state, indent=2) + "\n")
-            _fsync_tree(scratch)
+            fsync_tree(scratch)
             _rotate(out_dir, scratch)
             folder = out_dir / CHECKPOINT_DIR
         except OSError as exc:
@@ -186,13 +185,6 @@ def _raise_agreed(error: str, out_dir: Path, scratch: Path, is_main: bool) -> No
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _fsync_tree(folder: Path) -> None:
-    for path in folder.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
 
 
 def _flatten_optimizer(optim_state: dict) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

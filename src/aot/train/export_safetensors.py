@@ -15,26 +15,31 @@ from pathlib import Path
 from aot.errors import AotError
 from aot.loader import find_model, load_model
 from aot.models.base import AotModel
-from aot.run_folder import MODEL_CONFIG, check_writable_dir
+from aot.run_folder import MODEL_CONFIG
 from aot.train.checkpoint import FORMAT_SHARDED, SHARDED_DIR
+from aot.train.export_folder import check_out, export_folder
+
+FORMAT = "safetensors"  # the name of this format in `aot export` and in the export's aot_export.json
 
 
-def export_safetensors(run_dir: str | Path, out_dir: str | Path) -> Path:
+def export_safetensors(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> Path:
     """Write ``model.safetensors`` + ``config.json`` of the newest good checkpoint of ``run_dir`` (a run folder
-    or a checkpoint folder) into ``out_dir``; returns ``out_dir``."""
+    or a checkpoint folder) into ``out_dir``, all at once and never over a user's run unless ``force``
+    (:mod:`aot.train.export_folder`); returns ``out_dir``."""
     run_dir, out = Path(run_dir), Path(out_dir)
+    check_out(out, FORMAT, force)  # before any reading: a refused OUT_DIR costs nothing
     source = find_model(run_dir)  # the newest checkpoint that verifies (a notice if it falls back), else one line
     folder, state = source.path, source.state or {}
     if not (folder / MODEL_CONFIG).is_file():
         raise AotError(f"checkpoint {str(folder)!r} has no {MODEL_CONFIG}; it was not written by `aot train`")
     if out.resolve() == folder.resolve():
         raise AotError("OUT_DIR must differ from the checkpoint folder")
-    check_writable_dir(out)
-    if state.get("format") == FORMAT_SHARDED:
-        model = _load_sharded(folder)
-    else:
-        model = load_model(source)
-    model.save_pretrained(out)
+    with export_folder(out, FORMAT, folder, force) as scratch:
+        if state.get("format") == FORMAT_SHARDED:
+            model = _load_sharded(folder)
+        else:
+            model = load_model(source)
+        model.save_pretrained(scratch)
     return out
 
 

@@ -26,10 +26,11 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import nn
 
+from aot.bench.machine_cache import deferred_writes
 from aot.bench.mfu import mfu
 from aot.bench.peaks import peak_flops
 from aot.errors import AotError, ConfigError
-from aot.run_folder import write_text_atomic
+from aot.run_folder import follow_lock, write_text_atomic
 from aot.train.checkpoint import check_fingerprint, checkpoint_candidates, load_checkpoint, save_checkpoint
 from aot.train.distributed import (
     STRATEGIES,
@@ -38,6 +39,7 @@ from aot.train.distributed import (
     all_reduce_mean,
     broadcast_from_main,
     current_env,
+    first_error,
     set_gradient_sync,
     unwrap,
     wrap_model,
@@ -258,24 +260,25 @@ class Trainer:
         """Train to ``cfg.steps`` (or stop early after step ``stop_at``, with a checkpoint, as a killed run
         would leave one). ``resume``: ``False``/``"no"`` starts a new run (refused when ``out_dir`` holds one,
         unless ``force`` moves it aside), ``True``/``"yes"`` continues from the last good checkpoint (an error
-        when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.resume`)."""
+        when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.resume`).
+
+        What the run measures about the machine (the precision ``auto`` picks, the CPU's matmul peak) is measured
+        once the folder, the fingerprint and the checkpoint are checked, and enters the machine's cache
+        (:mod:`aot.bench.machine_cache`) only when the run has trained to its end: a refused or failed run
+        leaves the cache as it was."""
+        with deferred_writes():
+            return self._fit(resume, stop_at, force)
+
+    def _fit(self, resume: bool | str, stop_at: int | None, force: bool) -> TrainResult:
         cfg, main = self.cfg, self.env.is_main
         plan = plan_run(self.out_dir, resume, force, self.env)
+        on_main(lambda: follow_lock(self.out_dir))  # --force made the folder anew: its lock follows
         if plan.checkpoint is not None:
             assert plan.state is not None
             check_fingerprint(plan.state.get("fingerprint", {}), self.fingerprint, plan.checkpoint)
         if main:
             for note in plan.notes:
                 print(f"aot: {note}", file=sys.stderr, flush=True)
-        # the precision (measured for "auto"), then the data-sheet peak on a known GPU or this machine's cached
-        # matmul peak: both before the checkpoint restores the RNG and with the generators forked, so they
-        # never shift the dropout streams
-        cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
-            self._resolve_precision(plan.state)
-            peak = peak_flops(self.device, self.dtype) if main and self.flops_per_sample else 0.0
-        if main:
-            print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
         torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
         loss_sum, loss_count = torch.zeros((), device=self.device), 0
         if plan.checkpoint is not None:
@@ -286,6 +289,15 @@ class Trainer:
             pending = state.get("pending_loss", [0.0, 0])  # the log interval the checkpoint fell into
             loss_sum = torch.tensor(float(pending[0]), dtype=torch.float32, device=self.device)
             loss_count = int(pending[1])
+        # the precision (measured for "auto"), then the data-sheet peak on a known GPU or this machine's cached
+        # matmul peak: once everything above is checked, and with the generators forked, so they never shift
+        # the dropout streams
+        cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            self._resolve_precision(plan.state)
+            peak = peak_flops(self.device, self.dtype) if main and self.flops_per_sample else 0.0
+        if main:
+            print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
         result = TrainResult(step=self.step, seen=self.tokens_seen, train_seconds=0, seen_per_second=0, last_loss=0)
         result.peak_flops = peak
@@ -498,3 +510,19 @@ def read_metrics(out_dir: str | Path) -> list[dict[str, Any]]:
         return []
     rows = (_parse_row(line) for line in path.read_bytes().decode("utf-8", errors="replace").splitlines())
     return [row for row in rows if row is not None]
+
+
+def on_main(action: Callable[[], Any]) -> Any:
+    """Run ``action`` on the main process only (e.g. taking a folder's lock); its one-line :class:`AotError` stops
+    every process with the same line instead of leaving the others waiting. Returns what it returned (None on the
+    other processes)."""
+    result, error = None, ""
+    if current_env().is_main:
+        try:
+            result = action()
+        except AotError as exc:
+            error = str(exc)
+    error = first_error(error)
+    if error:
+        raise AotError(error)
+    return result
