@@ -78,24 +78,14 @@ class AotModel(HookedModule):
 
     # -- persistence ----------------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` (each atomically: a crash leaves the old file). A write
-        that fails for the disk or the folder (full, a file-size limit, read-only) is one line,
-        :class:`aot.run_folder.WriteFailed`, and leaves the old files and no scratch file."""
+        """Write ``config.json`` and ``model.safetensors`` (atomically: a crash leaves the old files)."""
         from safetensors.torch import save_model
 
-        from aot.run_folder import WriteFailed, as_os_error
-
         directory = Path(directory)
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            with atomic_target(directory / WEIGHTS_NAME) as scratch:
-                save_model(self, str(scratch), metadata={"format": "pt", "aot_block": self.cfg.block})
-            write_text_atomic(directory / CONFIG_NAME, json.dumps(self.cfg.to_dict(), indent=2) + "\n")
-        except Exception as exc:  # safetensors raises its own error type for a failed write
-            cause = as_os_error(exc)
-            if cause is None:
-                raise
-            raise WriteFailed(cause, f"cannot save the model into {str(directory)!r}") from None
+        directory.mkdir(parents=True, exist_ok=True)
+        with atomic_target(directory / WEIGHTS_NAME) as scratch:
+            save_model(self, str(scratch), metadata={"format": "pt", "aot_block": self.cfg.block})
+        write_text_atomic(directory / CONFIG_NAME, json.dumps(self.cfg.to_dict(), indent=2) + "\n")
         return directory
 
     @classmethod
@@ -105,6 +95,8 @@ class AotModel(HookedModule):
         config.json that is not JSON or not an object, or does not validate (the field named); weights that are
         not safetensors, or disagree with the config (the tensor and both shapes named). Checksums are not
         checked here: :mod:`aot.loader` reads run folders, verifying their checkpoints first."""
+        import torch
+
         from aot.models.weights import WeightsFile, read_model_config
 
         directory = Path(directory)
@@ -116,7 +108,9 @@ class AotModel(HookedModule):
             )
         cfg, prefix = read_model_config(config_path, overrides)
         weights = WeightsFile(weights_path, config_path, prefix)
-        weights.check_layers(cfg)
+        weights.check_layers(cfg)  # before building anything: 200000 layers of config beside 2 of weights
+        with torch.device("meta"):  # the model's names and shapes, nothing allocated
+            weights.check(build_model(cfg))
         try:
             model = build_model(cfg)  # which refuses a model the machine cannot hold, before allocating it
         except ConfigError as exc:

@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from aot.config import ModelConfig
@@ -86,12 +85,11 @@ class WeightsFile:
         if held != cfg.n_layer:
             raise self._disagree(f"the config has n_layer={cfg.n_layer}, the weights {held} layer{'s' * (held != 1)}")
 
-    def load_into(self, model: nn.Module) -> None:
-        """Copy the tensors into ``model``; one line for a tensor of another shape (named, with both shapes), a
-        tensor missing, or one the model has no place for. A tied weight (the LM head shares the token
-        embedding) is stored once, under either name."""
-        from safetensors import safe_open
-
+    def check(self, model: nn.Module) -> None:
+        """The file's tensors are ``model``'s, name for name and shape for shape (``model`` may be built on the meta
+        device: nothing allocated yet). One line for a tensor of another shape (named, with both shapes), a tensor
+        missing, or one the model has no place for. A tied weight (the LM head shares the token embedding) is
+        stored once, under either name."""
         expected = model.state_dict()
         shape_of = {name: self.shapes[key] for name, key in self.stored.items()}
         wrong = [name for name, tensor in expected.items() if name in shape_of and shape_of[name] != tensor.shape]
@@ -102,11 +100,18 @@ class WeightsFile:
                 f"config{others}"
             )
         unexpected = sorted(set(self.shapes) - {key for name, key in self.stored.items() if name in expected})
-        missing = [n for n in expected if n not in shape_of and not _tied_to_stored(n, expected, self.stored)]
+        tied = _tied_names(model)
+        missing = [n for n in expected if n not in shape_of and not tied.get(n, set()) & shape_of.keys()]
         if missing or unexpected:
             what = [f"{len(missing)} missing (first {missing[0]!r})"] if missing else []
             what += [f"{len(unexpected)} the config has no place for (first {unexpected[0]!r})"] if unexpected else []
             raise self._disagree(f"of its tensors, {' and '.join(what)}")
+
+    def load_into(self, model: nn.Module) -> None:
+        """:meth:`check`, then copy the tensors into ``model``."""
+        from safetensors import safe_open
+
+        self.check(model)
         with safe_open(str(self.path), framework="pt") as handle:
             state = {name: handle.get_tensor(key) for name, key in self.stored.items()}
         model.load_state_dict(state, strict=False)
@@ -115,14 +120,10 @@ class WeightsFile:
 _LAYER = re.compile(r"backbone\.blocks\.(\d+)\.")
 
 
-def _tied_to_stored(name: str, expected: dict[str, torch.Tensor], stored: dict[str, str]) -> bool:
-    """Whether parameter ``name`` shares its memory with one that the file holds (a tied weight saved once)."""
-    tensor = expected[name]
-    if tensor.numel() == 0:
-        return True
-    where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-    return any(
-        (other.untyped_storage().data_ptr(), other.storage_offset(), tuple(other.shape)) == where
-        for key, other in expected.items()
-        if key != name and key in stored
-    )
+def _tied_names(model: nn.Module) -> dict[str, set[str]]:
+    """Each parameter or buffer name -> the other names of the same tensor (a tied weight is one object under two
+    names; on the meta device too, where storages cannot tell)."""
+    names: dict[int, set[str]] = {}
+    for name, tensor in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+        names.setdefault(id(tensor), set()).add(name)
+    return {name: group - {name} for group in names.values() for name in group}
