@@ -78,14 +78,24 @@ class AotModel(HookedModule):
 
     # -- persistence ----------------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` (atomically: a crash leaves the old files)."""
+        """Write ``config.json`` and ``model.safetensors`` (each atomically: a crash leaves the old file). A write
+        that fails for the disk or the folder (full, a file-size limit, read-only) is one line,
+        :class:`aot.run_folder.WriteFailed`, and leaves the old files and no scratch file."""
         from safetensors.torch import save_model
 
+        from aot.run_folder import WriteFailed, as_os_error
+
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        with atomic_target(directory / WEIGHTS_NAME) as scratch:
-            save_model(self, str(scratch), metadata={"format": "pt", "aot_block": self.cfg.block})
-        write_text_atomic(directory / CONFIG_NAME, json.dumps(self.cfg.to_dict(), indent=2) + "\n")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            with atomic_target(directory / WEIGHTS_NAME) as scratch:
+                save_model(self, str(scratch), metadata={"format": "pt", "aot_block": self.cfg.block})
+            write_text_atomic(directory / CONFIG_NAME, json.dumps(self.cfg.to_dict(), indent=2) + "\n")
+        except Exception as exc:  # safetensors raises its own error type for a failed write
+            cause = as_os_error(exc)
+            if cause is None:
+                raise
+            raise WriteFailed(cause, f"cannot save the model into {str(directory)!r}") from None
         return directory
 
     @classmethod
