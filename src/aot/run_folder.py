@@ -407,7 +407,8 @@ def folder_lock(folder: str | Path, option: str = "--out") -> Iterator[Path]:
     folder). The OS drops the lock when the process ends, after kill -9 too, so a stale file never blocks anyone. On
     exit the lock file is removed, and the folder too when this call created it and nothing was written into it: a
     refused command leaves nothing behind. Yields the folder. A folder moved aside and made anew while locked
-    (``--force``) takes its lock along through :func:`follow_lock`."""
+    (``--force``) takes its lock along through :func:`follow_lock`. Within one process it nests: a block inside
+    another on the same folder holds the same lock."""
     import contextlib
 
     folder = Path(folder)
@@ -415,6 +416,9 @@ def folder_lock(folder: str | Path, option: str = "--out") -> Iterator[Path]:
         raise AotError(f"{option} {str(folder)!r} is a file, not a folder; pick a folder")
     created = not folder.exists()
     key = str(folder.resolve())
+    if key in _HELD_LOCKS:  # this process holds it already (an outer block)
+        yield folder
+        return
     try:
         _HELD_LOCKS[key] = _acquire_lock(folder, option)
         try:

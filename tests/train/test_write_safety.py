@@ -222,6 +222,9 @@ def test_the_lock_is_the_oss_gone_after_kill_9_and_follows_a_folder_made_anew(tm
     with folder_lock(tmp_path / "new" / "run"):
         pass
     assert not (tmp_path / "new" / "run").exists()  # a refused command leaves no folder behind
+    with folder_lock(tmp_path / "nest"), folder_lock(tmp_path / "nest"):  # nested in one process: the same lock
+        assert (tmp_path / "nest" / LOCK_FILE).read_text().strip() == str(os.getpid())
+    assert not (tmp_path / "nest").exists()
 
 
 # -- save_pretrained and the report: one line, the old files whole -------------------------------------------
