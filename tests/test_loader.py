@@ -18,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+import aot
 from aot.cli import main
 from aot.errors import AotError
 from aot.loader import load_run
@@ -336,7 +337,7 @@ def test_a_folder_without_checksums_loads_silently_and_an_intact_run_says_nothin
     assert run.source.path.name == "checkpoint" and run.source.step == 4 and notices == []
     assert run.results["task"] == "lm" and run.tokenizer is not None and run.tokenizer.name == "bytes"
     assert run.config is run.model.cfg and not run.model.training
-    icl = load_run(copy_run("icl"))
+    icl = aot.load_run(copy_run("icl"))  # the package's top level has it
     assert icl.tokenizer is None and icl.config.task == "icl"
 
 
