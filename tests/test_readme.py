@@ -120,3 +120,73 @@ def test_record_script_reads_pytest_counts_and_writes_a_table():
     readme = (ROOT / "README.md").read_text()
     for name, block in record_module.readme_blocks(main_job_record()).items():  # the README is up to date
         assert f"<!-- main_job:{name} -->\n{block}\n<!-- /main_job:{name} -->" in readme
+
+
+# -- the guarantees table: a row per command, every test it names exists ------------------------------------------
+
+
+def guarantee_rows() -> list[tuple[str, str]]:
+    """``(guarantee, tests)`` for each row of the README's "What is guaranteed" table."""
+    section = (ROOT / "README.md").read_text().split("\n## What is guaranteed\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith(("| Guarantee |", "|---")):
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            rows.append((cells[0], cells[-1]))
+    return rows
+
+
+def defined_tests() -> dict[str, set[str]]:
+    """Every ``tests/**.py`` file (relative path) -> the names of the test functions it defines."""
+    import ast
+
+    found = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        found[str(path.relative_to(ROOT))] = {name for name in names if name.startswith("test_")}
+    return found
+
+
+def named_tests(cell: str) -> list[tuple[str | None, str]]:
+    """The tests a table cell names, as ``(file or None, name)``: `` `tests/x.py::test_a` `` is in tests/x.py;
+    a bare `` `test_b` `` after a `` `tests/x.py` `` of the same cell is in that file, else in any test file; a
+    parametrized id ``test_c[...]`` is the function ``test_c``."""
+    import re
+
+    named: list[tuple[str | None, str]] = []
+    current: str | None = None
+    for token in re.findall(r"`([^`]+)`", cell):
+        path, sep, name = token.partition("::")
+        if token.startswith("tests/") and token.endswith(".py"):
+            current = token
+        elif sep and path.startswith("tests/"):
+            named.append((path, name.split("[")[0]))
+        elif token.startswith("test_"):
+            named.append((current, token.split("[")[0]))
+    return named
+
+
+def test_every_guarantee_names_tests_that_exist():
+    functions = defined_tests()
+    anywhere = set().union(*functions.values())
+    rows = guarantee_rows()
+    assert len(rows) >= 10
+    for guarantee, cell in rows:
+        named = named_tests(cell)
+        assert named, f"the README guarantee {guarantee[:80]!r}... names no test"
+        for path, name in named:
+            if path is None:
+                assert name in anywhere, f"the README's guarantees table names {name}, which no test file defines"
+            else:
+                assert path in functions, f"the README's guarantees table names {path}, which does not exist"
+                assert name in functions[path], f"the README's guarantees table names {path}::{name}: not there"
+
+
+def test_every_command_has_a_guarantee_row():
+    """Each `aot` command (every sub-command of build_parser) is named in a row of the guarantees table."""
+    from cli.cli_harness import leaf_commands
+
+    guarantees = " ".join(guarantee for guarantee, _ in guarantee_rows())
+    missing = [f"aot {command}" for command in leaf_commands() if f"`aot {command}`" not in guarantees]
+    assert not missing, f"the README's guarantees table has no row naming {missing}: add one with its test"
