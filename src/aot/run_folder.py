@@ -469,7 +469,7 @@ def _acquire_lock(folder: Path, option: str) -> int:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # held by another process
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            holder = _holder_pid(fd)
             os.close(fd)
             raise FolderBusy(
                 f"another aot process (pid {holder}) is using {str(folder)!r}; wait for it to finish or pick "
@@ -485,6 +485,19 @@ def _acquire_lock(folder: Path, option: str) -> int:
         os.close(fd)
         raise AotError(os_error_line(exc, f"cannot write into {option} {str(folder)!r}")) from None
     return fd
+
+
+def _holder_pid(fd: int) -> str:
+    """The pid the lock's holder wrote into the file. It writes it just after taking the lock, so a process that
+    asks at that instant (the file still empty, or still naming a killed holder) waits for it a little; else "?"."""
+    import time
+
+    for _ in range(100):
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit() and _alive(int(text)):
+            return text
+        time.sleep(0.01)
+    return "?"
 
 
 def _same_file(fd: int, path: Path) -> bool:
