@@ -21,12 +21,21 @@ HEADS: dict[str, type[AotModel]] = {}
 
 
 def build_model(cfg: ModelConfig) -> AotModel:
-    """The model of ``cfg``: the task picks the head (:data:`HEADS`), the block picks the backbone."""
+    """The model of ``cfg``: the task picks the head (:data:`HEADS`), the block picks the backbone. A model whose
+    weights the machine cannot hold is refused in one line before anything is allocated
+    (:func:`aot.models.budget.check_model_fits`); on the meta device (no memory: the preset table's paper-scale
+    counts) there is nothing to check."""
     if cfg.task in CAUSAL_TASKS and not cfg.causal:
         raise ConfigError(
             f"task={cfg.task!r} predicts each position from the ones before it and needs causal=True "
             "(causal=False would let every token see what it predicts); leave causal unset"
         )
+    import torch
+
+    from aot.models.budget import check_model_fits
+
+    if torch.get_default_device().type != "meta":
+        check_model_fits(cfg, HEADS[cfg.task])
     return HEADS[cfg.task](cfg)
 
 
