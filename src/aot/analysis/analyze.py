@@ -14,6 +14,7 @@ import torch
 from tqdm import tqdm
 
 from aot.analysis.circuits import composition_table, copying_scores, head_scores, repeated_random_tokens
+from aot.analysis.config import AnalyzeConfig
 from aot.analysis.geometry import subspace_geometry
 from aot.analysis.profile import denoising_profile
 from aot.analysis.vision import cls_attention_entropy
@@ -21,7 +22,9 @@ from aot.blockspec import output_tying
 from aot.errors import AotError
 from aot.loader import load_run as read_run
 from aot.models.base import AotModel
+from aot.models.budget import Need, check_fits, forward_need, image_tokens, machine_memory
 from aot.runinfo import machine_info
+from aot.validation import path_kind, read_text_file
 
 SPLIT_NAMES = ("val", "test", "train")
 
@@ -65,10 +68,10 @@ def lm_tokens(config: dict[str, Any], data: str) -> np.ndarray:
     )
     if data in SPLIT_NAMES:
         return np.asarray(corpus.splits[data], dtype=np.int64)
-    path = Path(data)
-    if not path.is_file():
+    if path_kind(Path(data)) == "missing":
         raise AotError(f"--data {data!r} is neither a split ({', '.join(SPLIT_NAMES)}) nor a text file")
-    return np.asarray(corpus.tokenizer.encode(path.read_text(encoding="utf-8")), dtype=np.int64)
+    text = read_text_file(data, "--data file", "give a UTF-8 text file or a split (val, test, train)")
+    return np.asarray(corpus.tokenizer.encode(text), dtype=np.int64)
 
 
 def lm_batches(tokens: np.ndarray, batches: int, batch_size: int, seq_len: int, seed: int) -> list[torch.Tensor]:
@@ -98,10 +101,9 @@ def analyze_lm(
     """Denoising profile on real text, circuits (spectra, composition, previous-token and induction scores) and
     subspace geometry of a causal LM."""
     model = model.to(device)
-    seq_len = min(seq_len, model.cfg.block_size)
     data = lm_batches(tokens, batches, batch_size, seq_len, seed)
     profile = denoising_profile(model, tqdm([(b.to(device),) for b in data], desc="denoising", leave=False), eps=eps)
-    length = min(induction_length, model.cfg.block_size // 2)
+    length = induction_length
     generator = torch.Generator().manual_seed(seed)
     repeated = repeated_random_tokens(batch_size * 2, length, model.cfg.vocab_size, generator).to(device)
     scores = head_scores(model, repeated)
@@ -175,11 +177,52 @@ def describe(model: AotModel) -> dict[str, Any]:
     }
 
 
+def fit_context(options: dict[str, Any], model: AotModel) -> dict[str, Any]:
+    """``options`` with the lengths a causal LM can take: ``seq_len`` at most its block_size, ``induction_length``
+    (the repeated sequence [r, r] of the induction scores) at most half of it. A length left at its default is cut
+    to fit; one given (--seq-len, --set, a config file) that does not fit is a one-line error."""
+    limits = {"seq_len": model.cfg.block_size, "induction_length": model.cfg.block_size // 2}
+    fitted = dict(options)
+    for name, limit in limits.items():
+        value = fitted.get(name, getattr(AnalyzeConfig, name))
+        if value <= limit:
+            continue
+        if value != getattr(AnalyzeConfig, name):
+            raise AotError(
+                f"analyze.{name}={value} is longer than the model allows ({limit}: its block_size is "
+                f"{model.cfg.block_size}); lower it (--seq-len / --set analyze.{name}=N)"
+            )
+        fitted[name] = limit
+    return fitted
+
+
+def check_memory(model: AotModel, options: dict[str, Any]) -> None:
+    """The analysis must fit in memory before its data is read: every batch it draws (int64 windows of an LM,
+    float32 images), and one batch through the hooks, which keep every layer's activations and attention
+    patterns (:func:`aot.models.budget.forward_need`). One line naming the options to lower."""
+    cfg = model.cfg
+    batches = options.get("batches", AnalyzeConfig.batches)
+    batch_size = options.get("batch_size", AnalyzeConfig.batch_size)
+    if cfg.task == "lm":
+        tokens = options.get("seq_len", AnalyzeConfig.seq_len)
+        row_bytes = tokens * 8
+    else:
+        tokens, row_bytes = image_tokens(cfg), cfg.in_chans * cfg.image_size**2 * 4
+    forward = forward_need(cfg, batch_size, tokens, hooked=True)
+    need = Need({**forward.parts, "batches": batches * batch_size * row_bytes}, forward.detail)
+    check_fits(need, machine_memory(), "--batches / --batch-size / --seq-len")
+
+
 def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **options: Any) -> dict[str, Any]:
-    """Analyse a trained LM or image run and write ``results.json`` and the figures into ``out``."""
+    """Analyse a trained LM or image run and write ``results.json`` and the figures into ``out``. The options are
+    fitted to the model (:func:`fit_context`) and checked against memory (:func:`check_memory`) before any data
+    is read."""
     from aot.analysis.figures import plot_all
 
     model, run_results = load_run(run_dir)
+    if model.cfg.task == "lm":
+        options = fit_context(options, model)
+    check_memory(model, options)
     config = run_results.get("config", {})
     if model.cfg.task == "lm":
         measured = analyze_lm(model, lm_tokens(config, data), **options)

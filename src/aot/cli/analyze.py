@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from aot.analysis.config import AnalyzeConfig
-from aot.cli.options import add_experiment_args, add_set_option
+from aot.cli.options import add_config_number, add_experiment_args, add_set_option
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.layering import layered
@@ -55,10 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a folder written by `aot train lm`")
     parser.add_argument("--data", help="val (default), test, train, or a text file to encode with the run's tokenizer")
-    parser.add_argument("--batches", type=int, help="number of batches (default 8)")
-    parser.add_argument("--batch-size", type=int, help="windows per batch (default 8)")
-    parser.add_argument("--seq-len", type=int, help="tokens per window (default 128, at most the block size)")
-    parser.add_argument("--eps", type=float, help="precision ε of the coding rates (default 0.5)")
+    for flag, name, text in (
+        ("--batches", "batches", "number of batches"),
+        ("--batch-size", "batch_size", "windows per batch"),
+        ("--seq-len", "seq_len", "tokens per window, at most the model's block size (the default is cut to it)"),
+        ("--eps", "eps", "precision ε of the coding rates"),
+    ):
+        add_config_number(parser, flag, AnalyzeConfig, name, text)
     parser.add_argument("--calibrate", action="store_true", help="run on Definition 1 data instead of RUN_DIR")
     add_experiment_args(parser, default_out=DEFAULT_OUT)
     add_set_option(parser)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from aot.bench.suite import SUITE_SECTIONS, BenchSettings
-from aot.cli.options import add_experiment_args, add_set_option
+from aot.cli.options import add_config_number, add_experiment_args, add_set_option
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.layering import layered
@@ -54,12 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dtype", choices=["fp32", "bf16", "fp16"], help="compute dtype (default fp32; bf16 = autocast)"
     )
-    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's default)")
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        help="timed calls per model in each of the 3 interleaved rounds (default 2; median of all)",
-    )
+    add_config_number(parser, "--threads", BenchSettings, "threads", "torch intra-op threads (0: torch's default)")
+    add_config_number(
+        parser, "--repeat", BenchSettings, "repeat", "timed calls per model in each of the 3 interleaved rounds "
+        "(the median of all)",
+    )  # fmt: skip
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument(
         "--no-breakdown", action="store_true", help="skip profiling where each training step's time goes"

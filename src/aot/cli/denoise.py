@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
-from aot.cli.options import add_experiment_args, add_set_option
+from aot.cli.options import add_config_number, add_experiment_args, add_number, add_set_option
 from aot.devices import resolve_device
-from aot.errors import AotError
+from aot.models.budget import Need, check_fits, machine_memory
 from aot.run_folder import check_writable_dir
 from aot.runinfo import machine_info
-from aot.theory.config import DenoiseSettings, load_settings
+from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
 from aot.theory.tables import condition_status, main_runs, markdown, per_layer_rows, summary_rows
+from aot.validation import integer
 
 EPILOG = """\
 examples:
@@ -43,6 +44,10 @@ since the signal grows layer by layer. The recorded sweeps show the paper's cond
 """
 
 
+#: the options that are not config fields, with their ranges
+DENOISE_OPTIONS = {"--seeds": integer(1, 1000), "--threads": integer(1, 1024)}
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "denoise",
@@ -57,29 +62,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_experiment_args(parser, default_out="runs/denoise")
     add_set_option(parser)
     group = parser.add_argument_group("main run (override the config's denoise: section)")
-    group.add_argument("--deltas", type=float, nargs="+", metavar="δ", help="noise levels, one panel each")
-    group.add_argument("--eta", type=float, help="step size η (default 0.055)")
-    group.add_argument("--tau", type=float, help="threshold τ of h (default 0.8)")
-    group.add_argument("--p", type=int, help="subspace dimension p (default 32)")
-    group.add_argument("--clusters", type=int, help="number of subspaces K (default 4)")
-    group.add_argument("--tokens-per-cluster", type=int, help="tokens per cluster, N = K × this (default 256)")
-    group.add_argument("--dim", type=int, help="ambient dimension d (default K·p)")
-    group.add_argument("--layers", type=int, help="number of layers L (default 13)")
+    add_config_number(
+        group, "--deltas", DenoiseConfig, "deltas", "noise levels, one panel each", nargs="+", metavar="δ"
+    )
+    for flag, name, text in (
+        ("--eta", "eta", "step size η"),
+        ("--tau", "tau", "threshold τ of h"),
+        ("--p", "p", "subspace dimension p"),
+        ("--clusters", "n_clusters", "number of subspaces K"),
+        ("--tokens-per-cluster", "tokens_per_cluster", "tokens per cluster, N = K × this"),
+        ("--dim", "d", "ambient dimension d (default K·p)"),
+        ("--layers", "n_layers", "number of layers L"),
+    ):
+        add_config_number(group, flag, DenoiseConfig, name, text)
     mode = parser.add_argument_group("modes")
     mode.add_argument("--no-sweeps", action="store_true", help="only the main run (seconds)")
     mode.add_argument("--learn", action="store_true", help="run only the learned-bases experiment")
-    mode.add_argument(
-        "--seeds",
-        type=int,
-        default=5,
-        help="--learn: train this many seeds (--seed, --seed+1, ...) and report mean ± std (default 5)",
-    )
-    mode.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch CPU threads (default 1: the operations are small, extra threads only add overhead)",
-    )
+    add_number(
+        mode, "--seeds", DENOISE_OPTIONS["--seeds"],
+        "--learn: train this many seeds (--seed, --seed+1, ...) and report mean ± std", default=5,
+    )  # fmt: skip
+    add_number(
+        mode, "--threads", DENOISE_OPTIONS["--threads"],
+        "torch CPU threads (1: the operations are small, extra threads only add overhead)", default=1,
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -122,14 +128,27 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+def check_memory(cfg: DenoiseConfig) -> None:
+    """The main run must fit in memory before it starts (one line naming the sizes to lower): every layer's
+    tokens Z (N × d, float64, all kept for the SNR per layer), one step's K attention matrices (N × N, with the
+    softmax and the threshold) and the bases."""
+    d, n = cfg.d or cfg.n_clusters * cfg.p, cfg.n_clusters * cfg.tokens_per_cluster
+    parts = {
+        "tokens of every layer": (cfg.n_layers + 1) * n * d * 8,
+        "attention": 3 * cfg.n_clusters * n * n * 8,
+        "bases": 3 * d * cfg.n_clusters * cfg.p * 8,
+    }
+    need = Need(parts, f"N = {n:,} tokens in d = {d:,}, {cfg.n_layers:,} layers")
+    check_fits(need, machine_memory(), "--tokens-per-cluster / --clusters / --p / --dim / --layers")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.threads < 1:
-        raise AotError(f"--threads {args.threads} must be at least 1")
+    for flag in DENOISE_OPTIONS:  # the parser checks these; a Python caller's namespace is checked here
+        DENOISE_OPTIONS[flag].named(flag).check(getattr(args, flag[2:]))
     settings = settings_from_args(args)
+    check_memory(settings.denoise)
     device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
-    if args.seeds < 1:
-        raise AotError(f"--seeds {args.seeds} must be at least 1")
     out = check_writable_dir(args.out)  # before any work
     if args.learn:
         from aot.theory.learned import run_learned_cli

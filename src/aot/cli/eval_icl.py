@@ -13,10 +13,11 @@ import json
 import textwrap
 from pathlib import Path
 
+from aot.cli.options import add_number
 from aot.data.icl import X_DISTRIBUTIONS
 from aot.errors import AotError
 from aot.eval.icl import BASELINES
-from aot.eval.icl_runs import evaluate_runs, plot_curves, summary_table
+from aot.eval.icl_runs import ICL_EVAL_OPTIONS, evaluate_runs, plot_curves, summary_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,9 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by `aot train icl`")
     parser.add_argument("--out", default="runs/icl-eval", help="folder for results.json and icl.png")
-    parser.add_argument("--prompts", type=int, default=1000, help="held-out prompts (default: 1000)")
+    add_number(
+        parser, "--prompts", ICL_EVAL_OPTIONS["--prompts"], "held-out prompts; memory is checked too", default=1000
+    )
     parser.add_argument("--x", default="gaussian", help=f"distribution of x: {', '.join(X_DISTRIBUTIONS)}")
-    parser.add_argument("--x-scale", type=float, default=2.0, help="the factor of --x scaled (default: 2)")
+    add_number(parser, "--x-scale", ICL_EVAL_OPTIONS["--x-scale"], "the factor of --x scaled", default=2.0)
     parser.add_argument("--baselines", help=f"comma-separated subset of: {', '.join(BASELINES)}")
     parser.add_argument("--labels", help="comma-separated names of the runs in the figure (default: folder names)")
     parser.set_defaults(func=run_command)

@@ -8,8 +8,9 @@ import json
 import textwrap
 from pathlib import Path
 
+from aot.cli.options import add_number
 from aot.devices import resolve_device
-from aot.eval.zeroshot_runs import ZEROSHOT_TASKS, evaluate_runs, headline, markdown_table
+from aot.eval.zeroshot_runs import EVAL_OPTIONS, ZEROSHOT_TASKS, evaluate_runs, headline, markdown_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,9 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data", action="append", default=[], metavar="[TASK=]PATH", help="a data set's file")
     parser.add_argument("--out", default="runs/eval-lm", help="folder for results.json / results.md")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-    parser.add_argument("--batch-size", type=int, default=16, help="windows per forward pass (default: 16)")
-    parser.add_argument("--stride", type=int, help="perplexity: new tokens per window (default: block_size // 2)")
-    parser.add_argument("--limit", type=int, help="use only the first N examples of each set (quick checks)")
+    add_number(parser, "--batch-size", EVAL_OPTIONS["--batch-size"], "windows per forward pass", default=16)
+    add_number(
+        parser, "--stride", EVAL_OPTIONS["--stride"], "perplexity: new tokens per window, at most block_size - 1 "
+        "(default: block_size // 2)",
+    )  # fmt: skip
+    add_number(parser, "--limit", EVAL_OPTIONS["--limit"], "use only the first N examples of each set (quick checks)")
     parser.set_defaults(func=run_command)
 
 

@@ -1,20 +1,75 @@
 """The command-line options several commands share: the experiment options (``--config``, ``--seed``,
 ``--device``, ``--out``), ``--set`` (every command that takes a config) and those of every ``aot train TASK``
-(preset, model, steps, ...)."""
+(preset, model, steps, ...); and how every command takes a number.
+
+Numbers. A numeric option of a command without a config is declared with :func:`add_number` and the
+:class:`aot.validation.Number` the library states its range with (``aot.eval.sampling.SAMPLE_OPTIONS``, ...):
+``--help`` states the range and the default, and the library refuses a value outside it (or NaN / infinity for a
+float) before any work, in the words of the config errors (``--top-p=1.5 must be a number in (0, 1]``): one line,
+exit status 2, and the same error for a Python caller. A numeric option that sets
+a config field is declared with :func:`add_config_number`: the type and range come from the field (its type hint
+and its class's ``LIMITS``, stated once), ``--help`` states them, and the config check refuses a bad value.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import typing
 from typing import Any
 
-from aot.train.trainer import PRECISIONS
+from aot.train.trainer import PRECISIONS, TrainConfig
+from aot.validation import SEED, Limit, Number
+
+#: how ``--seed`` is described (``aot`` checks every command's seed with :func:`aot.validation.check_seed`)
+SEED_NUMBER = Number(int, SEED)
+
+
+def _with_range(help_text: str, description: str, default: Any) -> str:
+    shown = "" if default is None or default is argparse.SUPPRESS else f"; default: {default}"
+    return f"{help_text} ({description}{shown})"
+
+
+def add_number(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, kind: Number, help: str, **kwargs: Any
+) -> argparse.Action:
+    """``parser.add_argument(flag, type=kind, ...)`` with the range (and the default) said in ``--help``."""
+    named = kind.named(flag)
+    text = _with_range(help, named.describe(), kwargs.get("default"))
+    return parser.add_argument(flag, type=named, help=text, **kwargs)
+
+
+def add_config_number(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    config: type,
+    name: str,
+    help: str,
+    *,
+    show_default: bool = True,
+    **kwargs: Any,
+) -> argparse.Action:
+    """A flag that sets config field ``config.name``: its type from the field's hint (int / float), the range
+    from ``config.LIMITS`` (and, with ``show_default``, the field's default) said in ``--help``. The value is
+    checked with the config (one line naming ``section.name``), so this only parses the number."""
+    hint = typing.get_type_hints(config)[name]
+    kind = int if int in (hint, *typing.get_args(hint)) else float
+    limit = getattr(config, "LIMITS", {}).get(name, Limit())
+    spec = {f.name: f for f in dataclasses.fields(config)}[name]
+    default = spec.default if spec.default is not dataclasses.MISSING else None
+    if spec.default_factory is not dataclasses.MISSING:
+        default = spec.default_factory()
+    if not show_default:
+        default = None
+    description = Number(kind, limit).describe()
+    return parser.add_argument(flag, type=kind, help=_with_range(help, description, default), **kwargs)
 
 
 def add_experiment_args(parser: argparse.ArgumentParser, default_out: str) -> None:
     """The options every experiment command shares."""
     group = parser.add_argument_group("experiment")
     group.add_argument("--config", metavar="FILE", help="YAML or JSON config; command-line options override it")
-    group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    group.add_argument("--seed", type=int, default=0, help=_with_range("random seed", SEED_NUMBER.describe(), 0))
     group.add_argument(
         "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available; default: auto)"
     )
@@ -44,9 +99,16 @@ def add_train_args(
         help=f"training preset: {', '.join(presets)} (default: {default_preset})",
     )
     parser.add_argument("--model", help="model preset (see `aot models`); replaces the training preset's model")
-    parser.add_argument("--steps", type=int, help="optimizer steps")
-    parser.add_argument("--batch-size", type=int, help="global batch size (all processes together)")
-    parser.add_argument("--lr", type=float, help="peak learning rate")
+    add_config_number(parser, "--steps", TrainConfig, "steps", "optimizer steps", show_default=False)
+    add_config_number(
+        parser,
+        "--batch-size",
+        TrainConfig,
+        "batch_size",
+        "global batch size (all processes together)",
+        show_default=False,
+    )
+    add_config_number(parser, "--lr", TrainConfig, "lr", "peak learning rate", show_default=False)
     parser.add_argument(
         "--precision",
         choices=PRECISIONS,

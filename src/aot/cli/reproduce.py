@@ -57,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a data set a part needs: text=FILE (the CPU language corpus, default Shakespeare); "
         "lambada=FILE, cbt-cn=FILE, cbt-ne=FILE, ptb=FILE, wikitext=FILE (zeroshot: the real sets, beside the "
         "Austen ones); images=SPEC (vision: instead of Fashion-MNIST, e.g. mnist or a class folder); "
-        "openwebtext=PATH|hf:NAME, imagenet=DIR (paper preset); repeatable",
+        "openwebtext=PATH|hf:NAME, imagenet=DIR (paper preset); lm-sweep=FILE (the recorded lm sweep whose lrs the "
+        "lm part uses); repeatable; any other name is refused",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the commands each part would run at this preset, run nothing"
@@ -90,12 +91,14 @@ def run(args: argparse.Namespace) -> int:
         run_parts,
         select_parts,
     )
+    from aot.report.part import check_data_names
     from aot.report.parts import all_parts
     from aot.runinfo import machine_info
 
     parts = all_parts()
     out = Path(args.out)
     data = parse_data(args.data)
+    check_data_names(parts, data)
     command = command_line(args)
     code, commit = code_version(), git_commit()
 

@@ -7,9 +7,10 @@ import argparse
 import sys
 import textwrap
 
+from aot.cli.options import SEED_NUMBER, add_number
 from aot.devices import resolve_device
 from aot.eval.lm_folder import load_lm_run
-from aot.eval.sampling import sample
+from aot.eval.sampling import SAMPLE_OPTIONS, check_options, check_prompt, sample
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,18 +31,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run", metavar="RUN_DIR", help="run or export folder")
-    parser.add_argument("--prompt", required=True, help="text to continue")
-    parser.add_argument("--max-new-tokens", type=int, default=200, help="tokens to generate (default: 200)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default: 1.0)")
-    parser.add_argument("--top-k", type=int, help="sample from the k most likely tokens")
-    parser.add_argument("--top-p", type=float, help="nucleus sampling: the fewest tokens with probability >= p")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--prompt", required=True, help="text to continue (UTF-8; other bytes are refused)")
+    for flag, text, default in (
+        ("--max-new-tokens", "tokens to generate; memory is checked too", 200),
+        ("--temperature", "0 = greedy", 1.0),
+        ("--top-k", "sample from the k most likely tokens", None),
+        ("--top-p", "nucleus sampling: the fewest tokens with probability >= p", None),
+    ):
+        add_number(parser, flag, SAMPLE_OPTIONS[flag], text, default=default)
+    parser.add_argument("--seed", type=int, default=0, help=f"random seed ({SEED_NUMBER.describe()}; default: 0)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole window at every step")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     parser.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    check_options(args.max_new_tokens, args.temperature, args.top_k, args.top_p)  # before the run is read
+    check_prompt(args.prompt)
     run = load_lm_run(args.run, str(resolve_device(args.device)))
     n_prompt = len(run.tokenizer.encode(args.prompt))
     if n_prompt > run.block_size - 1:

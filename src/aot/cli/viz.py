@@ -8,7 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from aot.cli.options import add_number
 from aot.errors import AotError
+from aot.validation import integer
+
+#: how many test images one figure draws (a row each)
+VIZ_IMAGES = integer(1, 64)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,8 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     attention.add_argument("run_dir", help="a folder written by `aot train vision` (with checkpoint/, results.json)")
-    attention.add_argument("--images", type=int, default=6, help="test images to draw (default 6)")
-    attention.add_argument("--layer", type=int, default=-1, help="layer whose heads are drawn (default -1: the last)")
+    add_number(attention, "--images", VIZ_IMAGES, "test images to draw, one row each", default=6)
+    add_number(
+        attention, "--layer", integer(), "layer whose heads are drawn: 0..L-1, or -L..-1 from the end (-1: the last)",
+        default=-1,
+    )  # fmt: skip
     attention.add_argument("--data", help="image set to draw from (default: the run's)")
     attention.add_argument("--out", help="output folder (default: RUN_DIR)")
     attention.set_defaults(func=run_attention)
@@ -50,8 +58,7 @@ def run_attention(args: argparse.Namespace) -> int:
     from aot.loader import load_run
 
     run_dir = Path(args.run_dir)
-    if args.images < 1:
-        raise AotError(f"--images {args.images} must be at least 1")
+    VIZ_IMAGES.named("--images").check(args.images)
     run = load_run(run_dir, task="image", purpose="attention maps")
     model = run.model
     n_layer = model.cfg.n_layer

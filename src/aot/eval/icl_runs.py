@@ -14,9 +14,10 @@ from aot.data.icl import ICLDataConfig, eval_prompts
 from aot.errors import AotError
 from aot.eval.icl import BASELINES, baselines_for, bootstrap_band, model_predictions, squared_errors
 from aot.loader import load_run as read_run
+from aot.models.budget import Need, check_fits, machine_memory
 from aot.run_folder import RESULTS_FILE
 from aot.runinfo import machine_info
-from aot.validation import from_dict
+from aot.validation import from_dict, integer, number
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], Any]:
@@ -33,6 +34,23 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], Any]:
     return run.results, run.model
 
 
+#: the most held-out prompts one `aot eval icl` draws (memory is checked as well: the prompts and the bootstrap)
+MAX_PROMPTS = 100_000
+#: the range of each numeric option, stated once: :func:`evaluate_runs` checks it, `aot eval icl` parses with it
+ICL_EVAL_OPTIONS = {"--prompts": integer(1, MAX_PROMPTS), "--x-scale": number(0, low_open=True)}
+
+
+def prompts_need(data_cfg: ICLDataConfig, n_prompts: int, n_boot: int) -> Need:
+    """The held-out prompts (float64 x, y and w per prompt) and one curve's bootstrap (``n_boot`` resamples of every
+    prompt's errors, float64, with their int64 indices)."""
+    n = data_cfg.n_points
+    parts = {
+        "prompts": n_prompts * n * (data_cfg.n_dims + 2) * 8,
+        "bootstrap": n_boot * n_prompts * (n + 1) * 8,
+    }
+    return Need(parts, f"{n_prompts:,} prompts of {n} points in d={data_cfg.n_dims}")
+
+
 def evaluate_runs(
     run_dirs: list[Path],
     n_prompts: int = 1000,
@@ -42,7 +60,10 @@ def evaluate_runs(
     n_boot: int = 1000,
     labels: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Curves of every run and baseline on one held-out set. Returns the content of results.json."""
+    """Curves of every run and baseline on one held-out set. Returns the content of results.json. The options are
+    checked first (:data:`ICL_EVAL_OPTIONS`), and the prompts and bootstrap against memory before they are drawn."""
+    ICL_EVAL_OPTIONS["--prompts"].named("--prompts").check(n_prompts)
+    ICL_EVAL_OPTIONS["--x-scale"].named("--x-scale").check(x_scale)
     runs = [load_run(Path(d)) for d in run_dirs]
     data_cfg = ICLDataConfig(**runs[0][0]["config"]["data"])
     for (results, _), path in zip(runs, run_dirs):
@@ -52,6 +73,7 @@ def evaluate_runs(
                 f"{str(path)!r} was trained on {other['task']} regression in d={other['n_dims']}, the first run on "
                 f"{data_cfg.task} in d={data_cfg.n_dims}; evaluate runs of one task and d together"
             )
+    check_fits(prompts_need(data_cfg, n_prompts, n_boot), machine_memory(), "--prompts")
     prompts = eval_prompts(data_cfg, n_prompts, x_distribution=x_distribution, x_scale=x_scale)
     curves: dict[str, dict[str, Any]] = {}
     names = labels or [Path(d).name for d in run_dirs]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aot.errors import AotError
+from aot.validation import read_text_file
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ CBT_BLANK = "XXXXX"
 
 
 def _read_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise AotError(f"data file {str(path)!r} does not exist; give the path of the data set's file with --data")
-    return path.read_text(encoding="utf-8").splitlines()
+    """The lines of a data set's file: UTF-8 text (anything else — missing, a directory, /dev/null, an empty file,
+    Latin-1 bytes — is one line naming the file: :func:`aot.validation.read_text_file`)."""
+    return read_text_file(path, "data file", "give the path of the data set's file with --data").splitlines()
 
 
 def lambada_example(passage: str, where: str) -> LambadaExample:

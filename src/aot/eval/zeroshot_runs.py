@@ -18,7 +18,9 @@ from aot.eval import zeroshot, zeroshot_data
 from aot.eval.austen_sets import SET_NAMES, build_austen_sets
 from aot.eval.lm_folder import LMRunFolder, load_lm_run
 from aot.eval.scoring import Scorer, model_scorer
+from aot.models.budget import check_fits, forward_need, machine_memory
 from aot.runinfo import machine_info
+from aot.validation import integer
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ ZEROSHOT_TASKS: dict[str, ZeroShotTask] = {
 }
 #: what ``--task austen`` expands to (the default)
 AUSTEN_TASKS = list(SET_NAMES)
+#: the most windows one forward pass scores (memory is checked as well, against the model's size)
+MAX_BATCH_SIZE = 4096
+#: the range of each numeric option, stated once: :func:`evaluate_runs` checks it, `aot eval lm` parses with it
+EVAL_OPTIONS = {"--batch-size": integer(1, MAX_BATCH_SIZE), "--stride": integer(1), "--limit": integer(1)}
 
 
 def resolve_tasks(names: list[str]) -> list[str]:
@@ -86,6 +92,18 @@ def resolve_data(tasks: list[str], data: list[str]) -> dict[str, Path]:
     return paths
 
 
+def check_run_options(run: LMRunFolder, batch_size: int, stride: int | None) -> None:
+    """A run's scoring must fit: ``--stride`` at most its block_size - 1 (a rolling window keeps context), a batch of
+    ``--batch-size`` full windows in memory (:func:`aot.models.budget.forward_need`). One line naming the run."""
+    if stride is not None and stride > run.block_size - 1:
+        raise AotError(
+            f"--stride={stride} is more than {run.name}'s block_size - 1 = {run.block_size - 1}; "
+            "a window scores at most that many new tokens"
+        )
+    need = forward_need(run.model.cfg, batch_size, run.block_size)
+    check_fits(need, machine_memory(), f"--batch-size, now {batch_size}, for {run.name}")
+
+
 def score_task(task: ZeroShotTask, loaded: Any, run: LMRunFolder, scorer: Scorer, stride: int | None) -> dict[str, Any]:
     if task.kind == "lambada":
         return zeroshot.lambada(loaded, run.tokenizer, scorer)
@@ -103,13 +121,20 @@ def evaluate_runs(
     stride: int | None = None,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    """Every task on every run; the dict written to results.json."""
+    """Every task on every run; the dict written to results.json. The options are checked first
+    (:data:`EVAL_OPTIONS`), then the data files are read, then the runs are loaded and each checked against its
+    batch (memory, stride), all before anything is scored."""
+    for flag, value in (("--batch-size", batch_size), ("--stride", stride), ("--limit", limit)):
+        if value is not None:
+            EVAL_OPTIONS[flag].named(flag).check(value)
     tasks = resolve_tasks(tasks)
     paths = resolve_data(tasks, data)
     loaded = {t: ZEROSHOT_TASKS[t].reader(paths[t]) for t in tasks}  # read (and check) every file before any model runs
     if limit is not None:
         loaded = {t: v[:limit] if isinstance(v, list) else v for t, v in loaded.items()}
     runs = [load_lm_run(d, device) for d in run_dirs]
+    for run in runs:
+        check_run_options(run, batch_size, stride)
     results: dict[str, Any] = {
         "task": "eval-lm",
         "machine": machine_info(),

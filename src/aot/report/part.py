@@ -108,7 +108,8 @@ class Part:
     name: folder and ``--only`` name; title: the section's heading; paper_items: keys of
     :data:`aot.report.paper_numbers.PAPER_ITEMS` it sits beside; plan(ctx): the steps at a preset;
     collect(part_dir, plan) → the part's results dict (written to ``PART/results.json``); render(results,
-    part_dir) → the section's blocks (tables beside the paper's numbers, figures, what differs from the paper).
+    part_dir) → the section's blocks (tables beside the paper's numbers, figures, what differs from the paper);
+    data: the ``--data NAME=PATH`` names its plan reads (``ctx.data``; `aot reproduce` refuses any other name).
     """
 
     name: str
@@ -117,6 +118,17 @@ class Part:
     plan: Callable[[Context], Plan]
     collect: Callable[[Path, Plan], dict[str, Any]]
     render: Callable[[dict[str, Any], Path], list[Block]]
+    data: tuple[str, ...] = ()
+
+
+def check_data_names(parts: list[Part], data: dict[str, str]) -> None:
+    """Every ``--data`` name must be one a part reads (:attr:`Part.data`); a one-line error names the known ones."""
+    known = sorted({name for part in parts for name in part.data})
+    for name in data:
+        if name not in known:
+            raise AotError(
+                f"--data {name}={data[name]}: no part reads a data set named {name!r}; the names are {', '.join(known)}"
+            )
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
+from aot.validation import Limit, at_least
 
 
 @dataclass
@@ -33,6 +34,8 @@ class ICLEvalConfig:
 
     periodic_prompts: int = 256
     final_prompts: int = 1000
+
+    LIMITS: ClassVar[dict[str, Limit]] = {"periodic_prompts": at_least(1), "final_prompts": at_least(1)}
 
 
 # The CPU presets train in minutes at d = 5 (11 points) with a short curriculum; `garg` is Garg et al.'s recipe
@@ -85,6 +88,11 @@ class ICLRun(TaskRun):
     presets: ClassVar[dict[str, dict[str, Any]]] = ICL_PRESETS
     data: ICLDataConfig
     eval: ICLEvalConfig
+
+
+def prompt_tokens(run: ICLRun) -> int:
+    """Tokens a full prompt puts through the backbone: x_1, y_1, ..., x_n, y_n."""
+    return 2 * run.data.n_points
 
 
 def icl_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -144,6 +152,17 @@ class ICLTask(Task[None]):
         ),
     )
 
+    def check(self, run: ICLRun) -> None:
+        """The run's training step and its prompts (the held-out set and a batch, float64 as they are drawn) must
+        fit in memory."""
+        cfg = run.model_config(task="icl", n_dims=run.data.n_dims, n_points=run.data.n_points)
+        prompt = run.data.n_points * (run.data.n_dims + 2) * 8  # xs, ys and a w per prompt, float64
+        data = {
+            "held-out prompts": run.eval.final_prompts * prompt,
+            "a batch of prompts": run.train.batch_size * prompt * 2,  # drawn in float64, fed as a float32 copy
+        }
+        self.check_memory(run, cfg, prompt_tokens(run), data)
+
     def load_data(self, run: ICLRun, is_main: bool) -> None:
         return None  # prompts are drawn from the step (ICLBatches); the held-out set is fixed by its own seed
 
@@ -151,7 +170,7 @@ class ICLTask(Task[None]):
         return build_model(run.model_config(task="icl", n_dims=run.data.n_dims, n_points=run.data.n_points))
 
     def seq_len(self, run: ICLRun, model: AotModel) -> int:
-        return 2 * run.data.n_points  # x_1, y_1, ..., x_n, y_n
+        return prompt_tokens(run)
 
     def setup(self, run: ICLRun, data: None, model: AotModel, device: torch.device) -> Setup:
         batches = ICLBatches(run.data, run.train.batch_size, seed=run.train.seed)

@@ -9,15 +9,16 @@ override it, in that order. :func:`aot.tasks.run_task` runs it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from aot.data.corpora import CORPORA, DEFAULT_CORPUS, fetch_corpus, is_fetched
+from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
-from aot.data.tokenizers import save_tokenizer
+from aot.data.tokenizers import ByteTokenizer, GPT2Tokenizer, save_tokenizer
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
@@ -125,6 +126,35 @@ def ensure_corpus(data_cfg: LMDataConfig, is_main: bool) -> None:
     raise AotError(f"corpus {name!r} is not fetched yet; run `{CORPORA[name].fetch_command}`")
 
 
+def _vocab_field(tokenizer: str) -> dict[str, int]:
+    """``{"vocab_size": V}`` of tokenizer ``tokenizer`` as it is named (bytes: 256, gpt2: 50257, bpe-N: N) before
+    any data is read; ``{}`` for a name it does not know (loading the data then names the problem)."""
+    known = {"bytes": ByteTokenizer.vocab_size, "gpt2": GPT2Tokenizer.vocab_size}
+    match = re.fullmatch(r"bpe-(\d+)", tokenizer)
+    if match:
+        return {"vocab_size": int(match.group(1))}
+    return {"vocab_size": known[tokenizer]} if tokenizer in known else {}
+
+
+def check_splits(data: LMData, data_cfg: LMDataConfig, block_size: int) -> None:
+    """Every split must hold a window of ``block_size + 1`` tokens (a context and its next tokens; training draws
+    windows from one token more): one line naming the split, its size and the fix, before the trainer exists."""
+    for split in SPLITS:
+        need = block_size + (2 if split == "train" else 1)
+        have = len(data.splits[split])
+        if have >= need:
+            continue
+        grow = (
+            f"raise data.{split}_fraction (now {getattr(data_cfg, split + '_fraction'):g})"
+            if split != "train"
+            else "lower data.val_fraction / test_fraction"
+        )
+        raise AotError(
+            f"the {split} split of corpus {data_cfg.corpus!r} has {have:,} tokens, fewer than the {need:,} a window "
+            f"of model.block_size={block_size} needs; use a larger corpus, {grow} or lower model.block_size"
+        )
+
+
 def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Mean next-token cross-entropy of a window ``batch = (tokens,)``: the tokens are the labels and the
     model shifts them (``CausalLM.forward``, HF's convention)."""
@@ -191,8 +221,15 @@ class LMTask(Task[LMData]):
         ),
     )
 
+    def check(self, run: LMRun) -> None:
+        """The run's training step must fit in memory (with the vocabulary its tokenizer will give)."""
+        cfg = run.model_config(**_vocab_field(run.data.tokenizer))
+        self.check_memory(run, cfg, cfg.block_size)
+
     def load_data(self, run: LMRun, is_main: bool) -> LMData:
-        return load_lm_data(run.data, is_main)
+        data = load_lm_data(run.data, is_main)
+        check_splits(data, run.data, run.model_config(vocab_size=data.vocab_size).block_size)
+        return data
 
     def build_model(self, run: LMRun, data: LMData) -> AotModel:
         return build_model(run.model_config(vocab_size=data.vocab_size))

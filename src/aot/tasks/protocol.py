@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -33,6 +33,7 @@ from aot.config import ModelConfig
 from aot.errors import ConfigError
 from aot.layering import build_sections, layer
 from aot.models.base import AotModel
+from aot.train.distributed import env_from_torchrun
 from aot.train.trainer import EvalFn, LossFn, TrainConfig, Trainer, TrainResult
 
 R = TypeVar("R", bound="TaskRun")
@@ -95,11 +96,19 @@ class TaskRun:
         return out
 
     def model_config(self, **fixed: Any) -> ModelConfig:
-        """The model section as a :class:`ModelConfig`; ``fixed`` holds fields the data decides (vocab_size, ...)."""
-        from aot.models import preset_config
+        """The model section as a :class:`ModelConfig`; ``fixed`` holds fields the data decides (vocab_size, ...).
+        A model preset of another task (``aot train icl --model aot-mssa-l-cpu``, an LM) is a one-line error."""
+        from aot.models.presets import get_preset
 
+        preset = get_preset(self.model["preset"])
+        preset_task = preset.fields.get("task", ModelConfig.task)
+        if preset_task != self.task:
+            raise ConfigError(
+                f"model preset {preset.name!r} is for task {preset_task!r} and this run trains {self.task!r} models; "
+                f"pick one of `aot models --task {self.task}`"
+            )
         fields = {k: v for k, v in self.model.items() if k != "preset"}
-        return preset_config(self.model["preset"], **{**fields, **fixed})
+        return preset.config(**{**fields, **fixed})
 
 
 @dataclass(frozen=True)
@@ -172,7 +181,19 @@ class Task(Generic[D]):
 
     # -- what each task supplies, in the order run_task calls it ----------------------------------------
     def check(self, run: Any) -> None:
-        """One-line errors about the run that need no data (called before anything is read)."""
+        """One-line errors about the run that need no data (called before anything is read), such as
+        :meth:`check_memory`."""
+
+    def check_memory(self, run: TaskRun, cfg: ModelConfig, seq_len: int, data: Mapping[str, int] | None = None) -> None:
+        """Refuse, in one line and before any data is read, a run whose training step cannot fit in this
+        machine's memory (:func:`aot.models.budget.check_training_fits`: the weights, their gradients and
+        optimizer state, one forward pass's activations of ``seq_len`` tokens per row and this process's rows,
+        and the ``data`` the task holds). A task's :meth:`check` calls it with the model its data will give."""
+        from aot.models import build_model
+        from aot.models.budget import check_training_fits, rows_per_pass
+
+        rows = rows_per_pass(run.train.batch_size, run.train.micro_batch_size, env_from_torchrun().world_size)
+        check_training_fits(cfg, build_model, rows, seq_len, run.train.optimizer, data)
 
     def load_data(self, run: Any, is_main: bool) -> D:
         """The task's data (read once; under torchrun the main process prepares caches first)."""

@@ -24,6 +24,7 @@ from aot.eval.vision import evaluate_classifier
 from aot.loader import load_run
 from aot.models import build_model
 from aot.models.base import AotModel
+from aot.models.budget import image_tokens
 from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
@@ -219,8 +220,13 @@ class VisionTask(Task[ImageData]):
     )
 
     def check(self, run: VisionRun) -> None:
+        """An image set must be named, and the training step must fit in memory (the source run's model, when
+        fine-tuning, is checked as it is loaded)."""
         if not run.data.dataset:
             raise AotError("this preset needs an image set: pass --data FOLDER (one sub-folder per class) or hf:NAME")
+        if not run.finetune.init_from:
+            cfg = run.model_config()
+            self.check_memory(run, cfg, image_tokens(cfg))
 
     def load_data(self, run: VisionRun, is_main: bool) -> ImageData:
         return load_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
@@ -234,7 +240,7 @@ class VisionTask(Task[ImageData]):
         return model
 
     def seq_len(self, run: VisionRun, model: AotModel) -> int:
-        return (model.cfg.image_size // model.cfg.patch_size) ** 2 + 1  # the patches and the class token
+        return image_tokens(model.cfg)
 
     def setup(self, run: VisionRun, data: ImageData, model: AotModel, device: torch.device) -> Setup:
         batches = ImageBatches(

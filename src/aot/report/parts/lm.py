@@ -259,4 +259,5 @@ PART = Part(
     plan=plan,
     collect=collect,
     render=render,
+    data=("text", "openwebtext", "lm-sweep"),
 )

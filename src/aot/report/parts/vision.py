@@ -177,4 +177,5 @@ PART = Part(
     plan=plan,
     collect=collect,
     render=render,
+    data=("images", "imagenet"),
 )

@@ -231,4 +231,5 @@ PART = Part(
     plan=plan,
     collect=collect,
     render=render,
+    data=REAL_SETS,
 )
