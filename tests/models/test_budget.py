@@ -67,7 +67,7 @@ def test_refusal_is_one_line_naming_the_need_the_machine_and_the_fix(monkeypatch
 def test_a_config_that_fits_passes():
     cfg = preset_config("aot-mssa-l-cpu")
     budget.check_model_fits(cfg, build_model)
-    budget.check_training_fits(cfg, build_model, rows=16, seq_len=cfg.block_size)
+    budget.check_training_fits(budget.training_need(cfg, build_model, rows=16, seq_len=cfg.block_size))
     assert build_model(cfg).num_params() == budget.model_size(cfg, build_model).params
 
 

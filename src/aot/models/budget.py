@@ -323,16 +323,9 @@ def check_model_fits(cfg: ModelConfig, build: Builder) -> None:
     check_fits(model_need(cfg, build), machine_memory(), MODEL_FIX)
 
 
-def check_training_fits(
-    cfg: ModelConfig,
-    build: Builder,
-    rows: int,
-    seq_len: int,
-    optimizer: str = "adamw",
-    data: Mapping[str, int] | None = None,
-) -> None:
-    """Refuse (one line) a training run that cannot fit (:func:`training_need` against :func:`training_memory`)."""
-    check_fits(training_need(cfg, build, rows, seq_len, optimizer, data), training_memory(), TRAINING_FIX)
+def check_training_fits(need: Need) -> None:
+    """Refuse (one line) a training run whose :func:`training_need` exceeds :func:`training_memory`."""
+    check_fits(need, training_memory(), TRAINING_FIX)
 
 
 def rows_per_pass(batch_size: int, micro_batch_size: int | None, world_size: int = 1) -> int:

@@ -186,14 +186,14 @@ class Task(Generic[D]):
 
     def check_memory(self, run: TaskRun, cfg: ModelConfig, seq_len: int, data: Mapping[str, int] | None = None) -> None:
         """Refuse, in one line and before any data is read, a run whose training step cannot fit in this
-        machine's memory (:func:`aot.models.budget.check_training_fits`: the weights, their gradients and
+        machine's memory (:func:`aot.models.budget.training_need`: the weights, their gradients and
         optimizer state, one forward pass's activations of ``seq_len`` tokens per row and this process's rows,
         and the ``data`` the task holds). A task's :meth:`check` calls it with the model its data will give."""
         from aot.models import build_model
-        from aot.models.budget import check_training_fits, rows_per_pass
+        from aot.models.budget import check_training_fits, rows_per_pass, training_need
 
         rows = rows_per_pass(run.train.batch_size, run.train.micro_batch_size, env_from_torchrun().world_size)
-        check_training_fits(cfg, build_model, rows, seq_len, run.train.optimizer, data)
+        check_training_fits(training_need(cfg, build_model, rows, seq_len, run.train.optimizer, data))
 
     def load_data(self, run: Any, is_main: bool) -> D:
         """The task's data (read once; under torchrun the main process prepares caches first)."""
