@@ -74,7 +74,7 @@ def test_sample_bad_input_is_one_line(tmp_path: Path, capsys) -> None:  # type: 
     assert "holds no model" in capsys.readouterr().err
     run_dir = tiny_run(tmp_path / "run")
     assert main(["sample", str(run_dir), "--prompt", "a", "--top-p", "1.5"]) == 2
-    assert "--top-p in (0, 1]" in capsys.readouterr().err
+    assert "--top-p=1.5 must be a number in (0, 1]" in capsys.readouterr().err
 
 
 # -- the lm-evaluation-harness adapter ------------------------------------------------------------------

@@ -328,10 +328,10 @@ def test_a_failing_part_is_reported_and_the_others_still_run(tiny_report, tmp_pa
     lines: list[str] = []
     outcomes = run_parts(parts, "tiny", out, echo=lines.append)
     assert [o.state for o in outcomes] == ["failed", "done"]
-    assert "--threads 0 must be at least 1" in outcomes[0].error
+    assert "--threads=0 must be an integer in [1, 1,024]" in outcomes[0].error
     _report(parts, outcomes, out)
     sections = md_sections((out / "report.md").read_text())
-    assert "FAILED" in sections["broken"] and "--threads 0 must be at least 1" in sections["broken"]
+    assert "FAILED" in sections["broken"] and "--threads=0 must be an integer in [1, 1,024]" in sections["broken"]
     assert "Status: **done**" in sections["theory"] and md_tables(sections["theory"])
 
 

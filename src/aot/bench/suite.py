@@ -33,7 +33,7 @@ from aot.config import ModelConfig
 from aot.errors import AotError, ConfigError
 from aot.models import AotModel, build_model
 from aot.runinfo import machine_info
-from aot.validation import Limit, at_least, one_of
+from aot.validation import Limit, at_least, one_of, within
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -88,15 +88,13 @@ class BenchSettings:
     sections: tuple[str, ...] = SUITE_SECTIONS
 
     LIMITS: ClassVar[dict[str, Limit]] = {
-        **{
-            name: at_least(1)
-            for name in ("n_embd", "n_head", "seq_len", "batch", "vocab_size", "depth", "repeat", "rounds")
-        },
+        **{name: at_least(1) for name in ("n_embd", "n_head", "seq_len", "batch", "vocab_size", "depth", "rounds")},
+        "repeat": within(1, 10_000),  # timed calls per model and round: beyond this a bench never ends
         **{name: at_least(1) for name in ("scaling_repeat", "scaling_tokens", "decode_new", "decode_prompt")},
         **{name: at_least(1, nonempty=True) for name in ("seq_lens", "depths", "peak_sizes")},
         "peer_rounds": at_least(1),
         "warmup": at_least(0),
-        "threads": at_least(0),
+        "threads": within(0, 1024),  # torch threads (0: torch's default); more than any machine has is a typo
         "dtype": one_of(*DTYPES),
         "sections": one_of(*SUITE_SECTIONS, nonempty=True),
     }
