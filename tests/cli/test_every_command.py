@@ -271,35 +271,11 @@ COMMANDS: dict[str, Command] = {
 
 # Each rule: fnmatch patterns of case ids -> the reason, naming the rule that is missing and where. Re-run as the fixes
 # land and drop a rule when its cases pass (strict: a case that passes under its xfail fails the suite).
-ONE_LINE_USAGE = (
-    "rule: a usage error is one line `aot: error: ...` (aot.cli.options.OneLineParser); the sub-command parsers "
-    "are plain argparse (src/aot/cli/__init__.py build_parser does not make them OneLineParser), so the range "
-    "error comes with argparse's usage block"
-)
 OUT_RUN = (
     "rule: an OUT that holds a run or a checkpoint is refused before any work (aot.run_folder.holds_run); "
     "not checked by this command's --out (src/aot/cli/{command}.py)"
 )
 XFAIL: list[tuple[tuple[str, ...], str]] = [
-    (
-        (
-            "viz attention|--images=*",
-            "eval icl|--prompts=*",
-            "eval icl|--x-scale=[0n]*",
-            "eval icl|--x-scale=-1",
-            "eval icl|--x-scale=inf",
-            "eval lm|--batch-size=*",
-            "eval lm|--stride=[0-]*",
-            "eval lm|--limit=[0-]*",
-            "sample|--max-new-tokens=*",
-            "sample|--temperature=[-ni]*",
-            "sample|--top-k=[0-]*",
-            "sample|--top-p=*",
-            "denoise|--seeds=*",
-            "denoise|--threads=*",
-        ),
-        ONE_LINE_USAGE,
-    ),
     (("analyze|OUT=*",), OUT_RUN.format(command="analyze")),
     (("bench|OUT=*",), OUT_RUN.format(command="bench")),
     (("denoise|OUT=*",), OUT_RUN.format(command="denoise")),
@@ -314,12 +290,6 @@ XFAIL: list[tuple[tuple[str, ...], str]] = [
         "into RUN/checkpoint/ writes a run inside the checkpoint",
     ),
     (
-        ("bench|--threads=1000000000000", "bench|--repeat=1000000000000"),
-        "rule: every numeric option has a range stated in --help (aot.cli.options.add_number): aot bench's "
-        "--threads (ValueError from torch.set_num_threads) and --repeat (runs forever) have none "
-        "(src/aot/cli/bench.py)",
-    ),
-    (
         ("reproduce|--data text=|*",),
         "rule: every input is checked before any work: aot reproduce starts its parts with a --data text=FILE that "
         "is not UTF-8 text and reports the part failed (exit 1) instead of refusing (src/aot/report/execute.py "
@@ -330,7 +300,7 @@ XFAIL: list[tuple[tuple[str, ...], str]] = [
 # slow (excluded by default, `-m slow`): what repeats a default case at the cost of seconds
 SLOW = (
     "reproduce|--data text=|a folder", "reproduce|--data text=|/dev/null", "*|OUT=a vision run",
-    "reproduce|OUT=a run's checkpoint/", "bench|--repeat=1000000000000",
+    "reproduce|OUT=a run's checkpoint/",
 )  # fmt: skip
 
 
