@@ -34,16 +34,11 @@ from hypothesis import strategies as st
 from test_every_command import COMMAND_NAMES, COMMANDS, PARSERS
 
 #: examples per command (default 8): fewer where a success costs a second or more
-EXAMPLES = {
-    "analyze": 2,
-    "bench": 3,
-    "models": 2,
-    "data fetch": 2,
-    "train lm": 5,
-    "train vision": 5,
-    "train icl": 5,
-    "viz attention": 5,
-}
+EXAMPLES = {"bench": 2, "models": 1, "data fetch": 1, "viz attention": 5}
+EXAMPLES.update({"train lm": 5, "train vision": 5, "train icl": 5})
+#: commands whose every success takes seconds: their property is a slow case (with more examples); the default
+#: run covers them through tests/cli/test_every_command.py
+SLOW = {"analyze": 4}
 
 #: the files of a run folder a command may read, relative to it (those that exist in the folder are used)
 RUN_FILES = (
@@ -119,6 +114,8 @@ def property_cases() -> list[object]:
             continue  # test_every_command_has_a_case_table_entry says what to add
         reason = XFAIL.get(name)
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        if name in SLOW:
+            marks.append(pytest.mark.slow)
         cases.append(pytest.param(name, id=name, marks=marks))
     return cases
 
@@ -128,7 +125,7 @@ def test_random_arguments_and_bytes_succeed_or_are_one_line(name: str, tmp_path_
     built = shared_runs(tmp_path_factory)
 
     @settings(
-        max_examples=EXAMPLES.get(name, 8),
+        max_examples=SLOW.get(name, EXAMPLES.get(name, 8)),
         derandomize=True,
         database=None,
         deadline=None,
