@@ -16,6 +16,7 @@ from aot.cli.options import add_config_number, add_experiment_args, add_set_opti
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.layering import layered
+from aot.run_folder import folder_lock
 from aot.runinfo import machine_info
 
 DEFAULT_OUT = "RUN_DIR/analysis"
@@ -113,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     options = asdict(cfg)
     data = options.pop("data")
-    results = analyze_run(args.run_dir, out, data=data, seed=args.seed, device=resolve_device(args.device), **options)
+    with folder_lock(out):  # one writer per output folder: a second `aot analyze` into it refuses in one line
+        results = analyze_run(
+            args.run_dir, out, data=data, seed=args.seed, device=resolve_device(args.device), **options
+        )
     layers = results["denoising"]["layers"]
     gains = [row["gain"]["mean"] for row in layers]
     circuits = results["circuits"]
