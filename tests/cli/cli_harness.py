@@ -157,6 +157,9 @@ def sandbox_copy(built: Path, where: Path) -> Sandbox:
 # -- nothing changed: every file's sha256 ----------------------------------------------------------------------
 
 CACHE = "data"  # $AOT_DATA inside a sandbox: new cache files are allowed, changed or removed ones are not
+#: the machine's measurement caches (aot.bench.machine_cache: precision and matmul peaks): a command that SUCCEEDS
+#: may refresh them (a training measures the peak it divides MFU by); a refused one must leave them as they were
+MEASUREMENTS = tuple(f"{CACHE}/{name}.json" for name in ("peaks", "precision"))
 
 
 def snapshot(root: Path) -> dict[str, str]:
