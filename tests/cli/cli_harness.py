@@ -162,6 +162,11 @@ CACHE = "data"  # $AOT_DATA inside a sandbox: new cache files are allowed, chang
 MEASUREMENTS = tuple(f"{CACHE}/{name}.json" for name in ("peaks", "precision"))
 
 
+def is_measurement(change: str) -> bool:
+    """A :func:`changes` entry that a success may make: a refreshed machine measurement (:data:`MEASUREMENTS`)."""
+    return change.partition(" ")[2] in MEASUREMENTS
+
+
 def snapshot(root: Path) -> dict[str, str]:
     """``relative path -> sha256`` of every file under ``root`` (``"folder"`` for a folder, the target for a link)."""
     state: dict[str, str] = {}

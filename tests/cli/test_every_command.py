@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 from cli_harness import (
-    MEASUREMENTS,
     TINY,
     Outcome,
     Sandbox,
@@ -35,6 +34,7 @@ from cli_harness import (
     declared_number,
     environment,
     flip_byte,
+    is_measurement,
     leaf_commands,
     numeric_options,
     one_line_error,
@@ -357,7 +357,7 @@ def succeeded(
     before = snapshot(sb.root)
     outcome = run(name, argv, sb, in_process)
     assert outcome.status == 0 and "Traceback" not in outcome.stderr, f"expected success: {outcome.describe()}"
-    changed = [c for c in changes(before, snapshot(sb.root)) if not _under(c, allowed_new) and not _measurement(c)]
+    changed = [c for c in changes(before, snapshot(sb.root)) if not _under(c, allowed_new) and not is_measurement(c)]
     assert not changed, f"succeeded but changed: {changed[:20]}\naot {' '.join(argv)}"
     return outcome
 
@@ -368,18 +368,13 @@ def either(name: str, argv: list[str], sb: Sandbox) -> Outcome:
     outcome = run(name, argv, sb)
     changed = changes(before, snapshot(sb.root))
     if outcome.status == 0 and "Traceback" not in outcome.stderr:
-        changed = [c for c in changed if not _under(c, ("new-out", "runs")) and not _measurement(c)]
+        changed = [c for c in changed if not _under(c, ("new-out", "runs")) and not is_measurement(c)]
         assert not changed, f"succeeded but changed: {changed[:20]}\naot {' '.join(argv)}"
         return outcome
     problem = one_line_error(outcome)
     assert problem is None, f"{problem}\naot {' '.join(argv)}"
     assert not changed, f"refused but changed: {changed[:20]}\naot {' '.join(argv)}"
     return outcome
-
-
-def _measurement(change: str) -> bool:
-    """A success may refresh the machine's measurement caches (:data:`MEASUREMENTS`)."""
-    return change.partition(" ")[2] in MEASUREMENTS
 
 
 def _under(change: str, folders: tuple[str, ...]) -> bool:
