@@ -68,15 +68,24 @@ class RunFileError(AotError):
         return type(self), (self.path, self.problem, self.fix)
 
 
-def check_writable_dir(out: str | Path) -> Path:
+def check_writable_dir(out: str | Path, create: bool = True) -> Path:
     """``out`` exists (created if needed) and is a folder this process can write into; a one-line
-    :class:`AotError` otherwise (a file, a read-only folder, a full disk), before any work is done."""
+    :class:`AotError` otherwise (a file, a read-only folder, a full disk), before any work is done.
+    ``create=False``: nothing is created — a missing ``out`` must be creatable (its nearest existing parent is a
+    folder this process can write into), and the command makes it when it writes its first file."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AotError(f"--out {str(out)!r} is a file, not a folder; pick a folder for the results")
+    probed = out
+    if not create:
+        while not probed.exists() and probed != probed.parent:
+            probed = probed.parent
+        if not probed.is_dir():
+            raise AotError(f"--out {str(out)!r} lies under {str(probed)!r}, which is not a folder; pick a folder")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
+        if create:
+            out.mkdir(parents=True, exist_ok=True)
+        probe = probed / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
@@ -204,6 +213,75 @@ def _wrong_kind(path: Path, dotted: str, value: Any, wanted: str, fix: str) -> R
 
 def holds_run(out: Path) -> bool:
     return out.is_dir() and any((out / name).exists() for name in RUN_MARKERS)
+
+
+def holds_training_run(out: Path) -> bool:
+    """Whether ``out`` holds what training writes: its metrics, a checkpoint, or a finished run's results.json
+    (:func:`read_results`). Narrower than :func:`holds_run`: the results.json another command wrote (an
+    evaluation, a benchmark) does not count, so that command may write into its own folder again."""
+    if not out.is_dir():
+        return False
+    training = (METRICS_FILE, CHECKPOINT_DIR, PREV_DIR, OLD_DIR)
+    return any((out / name).exists() for name in training) or read_results(out) is not None
+
+
+def holds_model(folder: Path) -> str | None:
+    """What model ``folder`` holds, in words, when it is a training checkpoint (:func:`is_checkpoint`) or a saved
+    model (``config.json`` + ``model.safetensors``: ``save_pretrained``, ``aot export``); ``None`` otherwise."""
+    if not folder.is_dir():
+        return None
+    if is_checkpoint(folder):
+        return "a training checkpoint"
+    if (folder / MODEL_CONFIG).is_file() and (folder / MODEL_WEIGHTS).is_file():
+        return "a saved model (config.json + model.safetensors)"
+    return None
+
+
+def inside_model(out: Path) -> tuple[Path, str] | None:
+    """The checkpoint or saved-model folder that ``out`` is or lies inside (``out`` itself first), with what it
+    holds; ``None`` when there is none. Nothing may be written into such a folder but the model it holds."""
+    here = Path(os.path.abspath(out))
+    for folder in (here, *here.parents):
+        what = holds_model(folder)
+        if what is not None:
+            return folder, what
+    return None
+
+
+def refuse_model_folder(out: str | Path, option: str = "--out") -> None:
+    """A one-line :class:`AotError` when ``out`` is (or lies inside) a checkpoint or a saved model: a run, a
+    report or an analysis written there would mix its files into that model's folder."""
+    found = inside_model(Path(out))
+    if found is not None:
+        folder, what = found
+        where = "is" if folder == Path(os.path.abspath(out)) else f"lies inside {str(folder)!r}, which is"
+        raise AotError(
+            f"{option} {str(out)!r} {where} {what}; writing there would mix new files into that model's folder — "
+            "pick a new folder"
+        )
+
+
+def check_output_dir(out: str | Path, option: str = "--out", reads: str | Path | None = None) -> Path:
+    """The output folder of a command that writes into one (analysis, evaluation, benchmark, report), checked
+    before any work: never a training run (:func:`holds_training_run`: its results.json and checkpoints would be mixed
+    with this command's), never a checkpoint or saved model, or a folder inside one (:func:`refuse_model_folder`),
+    and writable or creatable (:func:`check_writable_dir`; nothing is created: a refused input must leave no
+    folder behind, so the command makes ``out`` when it writes). ``reads``: the run the command reads, whose folder is its default
+    output (``aot viz attention RUN``): that one may be a training run (not a checkpoint)."""
+    refuse_as_output(out, option, reads)
+    return check_writable_dir(out, create=False)
+
+
+def refuse_as_output(out: str | Path, option: str = "--out", reads: str | Path | None = None) -> None:
+    """The refusals of :func:`check_output_dir` alone, creating nothing (``--dry-run``)."""
+    out = Path(out)
+    refuse_model_folder(out, option)
+    own = reads is not None and os.path.abspath(out) == os.path.abspath(reads)
+    if not own and holds_training_run(out):
+        raise AotError(
+            f"{option} {str(out)!r} holds a training run; this command would write its results.json and "
+            "files over the run's — pick a new folder"
+        )
 
 
 def move_aside(out: Path) -> Path:

@@ -272,31 +272,7 @@ COMMANDS: dict[str, Command] = {
 
 # Each rule: fnmatch patterns of case ids -> the reason, naming the rule that is missing and where. Re-run as the fixes
 # land and drop a rule when its cases pass (strict: a case that passes under its xfail fails the suite).
-OUT_RUN = (
-    "rule: an OUT that holds a run or a checkpoint is refused before any work (aot.run_folder.holds_run); "
-    "not checked by this command's --out (src/aot/cli/{command}.py)"
-)
-XFAIL: list[tuple[tuple[str, ...], str]] = [
-    (("analyze|OUT=*",), OUT_RUN.format(command="analyze")),
-    (("bench|OUT=*",), OUT_RUN.format(command="bench")),
-    (("denoise|OUT=*",), OUT_RUN.format(command="denoise")),
-    (("eval icl|OUT=*",), OUT_RUN.format(command="eval_icl")),
-    (("eval lm|OUT=*",), OUT_RUN.format(command="eval_lm")),
-    (("reproduce|OUT=*",), OUT_RUN.format(command="reproduce")),
-    (("viz attention|OUT=a run", "viz attention|OUT=a run's*"), OUT_RUN.format(command="viz")),
-    (
-        ("train *|OUT=a run's checkpoint/", "sweep|OUT=a run's checkpoint/"),
-        "rule: a checkpoint folder (config.json + model.safetensors + trainer.json) counts as a run: "
-        "aot.run_folder.holds_run (src/aot/run_folder.py) looks for results.json / checkpoint/ only, so training "
-        "into RUN/checkpoint/ writes a run inside the checkpoint",
-    ),
-    (
-        ("reproduce|--data text=|*",),
-        "rule: every input is checked before any work: aot reproduce starts its parts with a --data text=FILE that "
-        "is not UTF-8 text and reports the part failed (exit 1) instead of refusing (src/aot/report/execute.py "
-        "parse_data)",
-    ),
-]
+XFAIL: list[tuple[tuple[str, ...], str]] = []  # none wait now
 
 # slow (excluded by default, `-m slow`): what repeats a default case at the cost of seconds
 SLOW = (

@@ -16,7 +16,7 @@ from aot.cli.options import add_config_number, add_experiment_args, add_set_opti
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.layering import layered
-from aot.run_folder import folder_lock
+from aot.run_folder import check_output_dir, folder_lock
 from aot.runinfo import machine_info
 
 DEFAULT_OUT = "RUN_DIR/analysis"
@@ -83,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
         from aot.analysis.calibration import calibrate
         from aot.analysis.figures import plot_calibration
 
-        out = Path("runs/analysis-calibration" if args.out == DEFAULT_OUT else args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        out = check_output_dir("runs/analysis-calibration" if args.out == DEFAULT_OUT else args.out)
         result = {
             "machine": machine_info(),
             # Theorem 1's operator (φ = h∘softmax patched into the pattern hook) inside its conditions ...
@@ -95,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             # ... and the plain softmax of the trained models (no threshold: the SNR rises, then falls)
             "softmax": calibrate(eps=cfg.eps, seed=args.seed),
         }  # fmt: skip
+        out.mkdir(parents=True, exist_ok=True)
         (out / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")
         plot_calibration(result, out / "calibration.png")
         for phi in ("threshold", "softmax"):
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         raise AotError("give a RUN_DIR (a folder written by `aot train lm`) or --calibrate")
     from aot.analysis.analyze import analyze_run
 
-    out = Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else Path(args.out)
+    out = check_output_dir(Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else args.out)  # before work
     torch.manual_seed(args.seed)
     options = asdict(cfg)
     data = options.pop("data")

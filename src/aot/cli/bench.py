@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from aot.bench.suite import SUITE_SECTIONS, BenchSettings
 from aot.cli.options import add_config_number, add_experiment_args, add_set_option
 from aot.devices import resolve_device
 from aot.errors import AotError
 from aot.layering import layered
-from aot.run_folder import check_writable_dir
+from aot.run_folder import check_output_dir
 
 EPILOG = """\
 examples:
@@ -113,10 +112,9 @@ def run(args: argparse.Namespace) -> int:
     from aot.bench.suite import run_suite
 
     settings = settings_from_args(args)
-    check_writable_dir(args.out)  # before minutes of measuring
+    out = check_output_dir(args.out)  # before minutes of measuring
     torch.manual_seed(args.seed)
     results = run_suite(settings)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown_report(results)

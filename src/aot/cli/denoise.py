@@ -15,7 +15,7 @@ import torch
 from aot.cli.options import add_config_number, add_experiment_args, add_number, add_set_option
 from aot.devices import resolve_device
 from aot.models.budget import Need, check_fits, machine_memory
-from aot.run_folder import check_writable_dir
+from aot.run_folder import check_output_dir
 from aot.runinfo import machine_info
 from aot.theory.config import DenoiseConfig, DenoiseSettings, load_settings
 from aot.theory.tables import condition_status, main_runs, markdown, per_layer_rows, summary_rows
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     check_memory(settings.denoise)
     device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
-    out = check_writable_dir(args.out)  # before any work
+    out = check_output_dir(args.out)  # before any work
     if args.learn:
         from aot.theory.learned import run_learned_cli
 

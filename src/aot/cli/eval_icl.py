@@ -18,6 +18,7 @@ from aot.data.icl import X_DISTRIBUTIONS
 from aot.errors import AotError
 from aot.eval.icl import BASELINES
 from aot.eval.icl_runs import ICL_EVAL_OPTIONS, evaluate_runs, plot_curves, summary_table
+from aot.run_folder import check_output_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -55,10 +56,10 @@ def run_command(args: argparse.Namespace) -> int:
     if labels is not None and len(labels) != len(args.runs):
         raise AotError(f"--labels has {len(labels)} names for {len(args.runs)} runs; give one per run")
     baselines = args.baselines.split(",") if args.baselines else None
+    out = check_output_dir(args.out)  # before any work
     results = evaluate_runs(
         [Path(r) for r in args.runs], args.prompts, args.x, args.x_scale, baselines=baselines, labels=labels
     )
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     plot_curves(results, out / "icl.png")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
-from pathlib import Path
 
 from aot.cli.options import add_number
 from aot.devices import resolve_device
 from aot.eval.zeroshot_runs import EVAL_OPTIONS, ZEROSHOT_TASKS, evaluate_runs, headline, markdown_table
+from aot.run_folder import check_output_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,11 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    out = check_output_dir(args.out)  # before any work
     device = str(resolve_device(args.device))
     results = evaluate_runs(
         args.runs, args.task or ["austen"], args.data, device, args.batch_size, args.stride, args.limit
     )
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown_table(results)

@@ -91,14 +91,16 @@ def run(args: argparse.Namespace) -> int:
         run_parts,
         select_parts,
     )
-    from aot.report.part import check_data_names
+    from aot.report.part import check_data
     from aot.report.parts import all_parts
+    from aot.run_folder import refuse_as_output
     from aot.runinfo import machine_info
 
     parts = all_parts()
     out = Path(args.out)
+    refuse_as_output(out)  # before any work: never a training run or a model folder
     data = parse_data(args.data)
-    check_data_names(parts, data)
+    check_data(parts, data)
     command = command_line(args)
     code, commit = code_version(), git_commit()
 

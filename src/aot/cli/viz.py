@@ -10,6 +10,7 @@ import numpy as np
 
 from aot.cli.options import add_number
 from aot.errors import AotError
+from aot.run_folder import check_output_dir
 from aot.validation import integer
 
 #: how many test images one figure draws (a row each)
@@ -59,6 +60,7 @@ def run_attention(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run_dir)
     VIZ_IMAGES.named("--images").check(args.images)
+    out = check_output_dir(args.out or run_dir, reads=run_dir)  # RUN_DIR itself (the default) takes the figures
     run = load_run(run_dir, task="image", purpose="attention maps")
     model = run.model
     n_layer = model.cfg.n_layer
@@ -73,7 +75,6 @@ def run_attention(args: argparse.Namespace) -> int:
     grid = model.cfg.image_size // model.cfg.patch_size
     maps = patch_maps(attention, grid).float()  # (L, B, heads, g, g)
     predictions = logits.argmax(-1)
-    out = Path(args.out) if args.out else run_dir
     out.mkdir(parents=True, exist_ok=True)
     names = data.classes
     titles = [f"{names[int(y)]} -> {names[int(p)]}" for y, p in zip(labels, predictions)]

@@ -224,6 +224,14 @@ def load_text(spec: str, root: Path | None = None) -> str:
     raise AssertionError("unreachable")
 
 
+def check_text_source(spec: str) -> None:
+    """Refuse, before any work, a corpus ``spec`` given as a path that :func:`load_text` would refuse (missing, a
+    folder without *.txt, /dev/null, bytes that are not UTF-8): one line naming the file. Registered names and
+    ``hf:`` corpora are left to :func:`load_text` (they are fetched or streamed when used)."""
+    if not spec.startswith("hf:") and spec not in CORPORA:
+        load_text(spec)
+
+
 def _read_text_file(path: Path) -> str:
     """A corpus file: UTF-8 text, or one line naming the file (not a regular file, empty, bytes that are not
     UTF-8: :func:`aot.validation.read_text_file`). Latin-1 is not guessed: a wrong guess would train on mojibake."""

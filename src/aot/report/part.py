@@ -109,7 +109,9 @@ class Part:
     :data:`aot.report.paper_numbers.PAPER_ITEMS` it sits beside; plan(ctx): the steps at a preset;
     collect(part_dir, plan) → the part's results dict (written to ``PART/results.json``); render(results,
     part_dir) → the section's blocks (tables beside the paper's numbers, figures, what differs from the paper);
-    data: the ``--data NAME=PATH`` names its plan reads (``ctx.data``; `aot reproduce` refuses any other name).
+    data: the ``--data NAME=PATH`` names its plan reads (``ctx.data``; `aot reproduce` refuses any other name);
+    data_checks: for some of them, what checks a value before any part starts (it raises a one-line error), so a
+    bad ``--data text=FILE`` is refused up front rather than failing a part minutes later.
     """
 
     name: str
@@ -119,16 +121,24 @@ class Part:
     collect: Callable[[Path, Plan], dict[str, Any]]
     render: Callable[[dict[str, Any], Path], list[Block]]
     data: tuple[str, ...] = ()
+    data_checks: dict[str, Callable[[str], None]] = field(default_factory=dict)
 
 
-def check_data_names(parts: list[Part], data: dict[str, str]) -> None:
-    """Every ``--data`` name must be one a part reads (:attr:`Part.data`); a one-line error names the known ones."""
+def check_data(parts: list[Part], data: dict[str, str]) -> None:
+    """Every ``--data`` name must be one a part reads (:attr:`Part.data`; a one-line error names the known ones),
+    and its value pass that part's check (:attr:`Part.data_checks`)."""
     known = sorted({name for part in parts for name in part.data})
     for name in data:
         if name not in known:
             raise AotError(
                 f"--data {name}={data[name]}: no part reads a data set named {name!r}; the names are {', '.join(known)}"
             )
+        for part in parts:
+            if name in part.data_checks:
+                try:
+                    part.data_checks[name](data[name])
+                except AotError as exc:
+                    raise AotError(f"--data {name}={data[name]}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aot.errors import ConfigError
-from aot.run_folder import check_writable_dir, write_text_atomic
+from aot.run_folder import check_output_dir, write_text_atomic
 from aot.sweep.execute import Execution
 from aot.sweep.grid import LR_FIELD, SEED_FIELD, Plan, folder_name, grid_configs, parse_axes, plan_sweep, run_key
 from aot.sweep.metrics import Metric, task_metrics
@@ -177,7 +177,7 @@ def run_grid_sweep(
     """Check the grid, then train every run not finished under ``out`` (a progress line per run), record the store
     and rewrite the table after each; returns the store."""
     sweep.check()
-    out = check_writable_dir(out)
+    out = check_output_dir(out)  # never a training run, a checkpoint or a saved model
     store_path = out / STORE_FILE
     plan = sweep.plan({"runs": []})
     total = len(plan.runs) + len(plan.pending)
