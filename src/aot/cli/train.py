@@ -12,7 +12,9 @@ import yaml
 
 from aot.cli.options import add_train_args, fit_options, train_flags
 from aot.errors import AotError
+from aot.layering import layer
 from aot.tasks import TASKS, Task, run_task
+from aot.train.resume import branch_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +56,15 @@ def add_task_parser(subparsers: argparse._SubParsersAction, task: Task) -> argpa
         else:
             parser.add_argument(option.flag, type=option.kind, metavar=option.metavar, help=option.help)
     add_train_args(parser, task.presets, default_preset=command.default_preset, default_out=f"runs/{task.name}")
-    parser.set_defaults(func=lambda args: run_command(task, args))
+    parser.add_argument(
+        "--branch-from",
+        metavar="CHECKPOINT",
+        help="a cooldown branch: start from another run's stable-phase checkpoint (RUN/checkpoint-stepN, kept by "
+        "train.keep_checkpoints of a train.schedule=wsd run) with that run's config; only train.steps may differ "
+        "(--set train.steps=N); the weights are those a run of N steps gives from scratch",
+    )
+    # None = not given: a branch takes its parent's config, a new run the default preset
+    parser.set_defaults(func=lambda args: run_command(task, args), preset=None)
     return parser
 
 
@@ -70,12 +80,28 @@ def task_flags(task: Task, args: argparse.Namespace) -> dict[str, Any]:
     return flags
 
 
+def build_run(task: Task, args: argparse.Namespace) -> Any:
+    """The run config: preset < --config < flags < --set; for ``--branch-from``, the parent's config (kept in its
+    checkpoint) in place of the preset."""
+    parent = None
+    if args.branch_from:
+        if args.preset is not None or args.model is not None:
+            raise AotError(
+                "--branch-from takes the parent run's config; drop --preset / --model (change train.steps with --set)"
+            )
+        parent = branch_config(Path(args.branch_from))
+    if parent is None:  # a new run, or a checkpoint written before checkpoints kept their config: the usual layers
+        args.preset = args.preset or task.command.default_preset
+        return task.build_run(args.preset, args.config, task_flags(task, args), args.set, model_preset=args.model)
+    return task.run_cls.from_dict(layer(parent, task.run_cls.sections(), args.config, task_flags(task, args), args.set))
+
+
 def run_command(task: Task, args: argparse.Namespace) -> int:
-    run = task.build_run(args.preset, args.config, task_flags(task, args), args.set, model_preset=args.model)
+    run = build_run(task, args)
     if args.dump_config:
         print(yaml.safe_dump(run.to_dict(), sort_keys=False), end="")
         return 0
-    results = run_task(task, run, args.out, args.device, **fit_options(args))
+    results = run_task(task, run, args.out, args.device, branch_from=args.branch_from, **fit_options(args))
     if results:
         print(task.summary(results, Path(args.out)))
         message = task.diverged(results)

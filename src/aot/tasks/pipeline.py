@@ -27,6 +27,7 @@ def run_task(
     resume: bool | str = False,
     force: bool = False,
     stop_at: int | None = None,
+    branch_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``run`` of ``task`` into ``out_dir``, evaluate it, and write ``results.json`` (atomically, on the main
     process only) and the figures. Returns the results (``{}`` on the other processes, and when ``stop_at`` stopped
@@ -37,7 +38,8 @@ def run_task(
     the main process, held to the end: a second run on the same folder is refused in one line; a file or a
     read-only folder is an error before any data is read), the task's data, ``torch.manual_seed(run.train.seed)``
     then the model (so the init is the seed's), the :class:`aot.train.Trainer` (``resume`` / ``force``: see
-    :meth:`aot.train.Trainer.fit`; its MFU from the block's analytic FLOPs), the final evaluation, results.json,
+    :meth:`aot.train.Trainer.fit`, as is ``branch_from``, a cooldown branch's checkpoint; its MFU from the block's
+    analytic FLOPs; the run config in every checkpoint, for branches), the final evaluation, results.json,
     the task's artifacts and figures. What the run measures about the machine enters its cache only when the run
     has finished (:func:`aot.bench.machine_cache.deferred_writes`): a refused run writes nothing.
     """
@@ -47,7 +49,7 @@ def run_task(
     task.check(run)
     with ExitStack() as held, deferred_writes():
         on_main(lambda: held.enter_context(folder_lock(out)))
-        return _run_locked(task, run, out, device, env.is_main, resume, force, stop_at)
+        return _run_locked(task, run, out, device, env.is_main, resume, force, stop_at, branch_from)
 
 
 def _run_locked(
@@ -59,6 +61,7 @@ def _run_locked(
     resume: bool | str,
     force: bool,
     stop_at: int | None,
+    branch_from: str | Path | None,
 ) -> dict[str, Any]:
     data = task.load_data(run, is_main)
     seed = run.train.seed
@@ -76,9 +79,10 @@ def _run_locked(
         fingerprint=setup.fingerprint,
         model_config=model.cfg.to_dict(),
         flops_per_sample=training_flops_per_sample(model.cfg, task.seq_len(run, model)),  # useful FLOPs: MFU <= 1
+        run_config=run.to_dict(),
     )
     wall_start = time.perf_counter()
-    result = trainer.fit(resume=resume, stop_at=stop_at, force=force)
+    result = trainer.fit(resume=resume, stop_at=stop_at, force=force, branch_from=branch_from)
     if stop_at is not None and result.step < run.train.steps:
         return {}
     trainer.model.eval()
@@ -113,5 +117,6 @@ def assemble_results(task: Task, run: TaskRun, model: Any, result: TrainResult, 
             "final_train_loss": result.last_loss,
             "curve": [{"step": s, "loss": v} for s, v in result.losses],
             "evals": result.evals,
+            **({"branched_from": result.branched_from} if result.branched_from else {}),
         },
     }

@@ -10,6 +10,10 @@ Each holds
 - ``trainer.json`` — step, tokens seen, optimizer parameter groups, the run's fingerprint (model, data and
   training config), the sha256 of every other file and of its own content.
 
+``train.keep_checkpoints`` also keeps the checkpoint of chosen steps as ``checkpoint-step{N}/`` (the same files,
+checksums and atomic write: :func:`keep_checkpoint`), which rotation never touches: a cooldown branch starts from
+one (:func:`aot.train.resume.plan_branch`), and every command that reads a model takes it as a model folder.
+
 Written atomically: everything goes to a scratch folder first; then three renames rotate
 ``checkpoint.prev`` out, ``checkpoint`` to ``checkpoint.prev`` and the scratch folder to ``checkpoint``. A run
 killed at any moment leaves at least one complete checkpoint. Loading verifies every checksum: a damaged
@@ -211,14 +215,52 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any])
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def check_fingerprint(saved: dict[str, Any], current: dict[str, Any], folder: Path) -> None:
-    """One-line error naming the first setting in which the checkpoint's run and this run differ."""
+def kept_name(step: int) -> str:
+    """The folder ``train.keep_checkpoints`` keeps step ``step``'s checkpoint in."""
+    return f"{CHECKPOINT_DIR}-step{step}"
+
+
+def keep_checkpoint(out_dir: Path, step: int) -> Path:
+    """Keep the latest checkpoint (just saved at ``step``) as ``out_dir/checkpoint-step{step}/``: copied into a
+    scratch folder, its checksums verified, synced to disk, then renamed into place (a copy of the same step
+    left by an earlier attempt is replaced). A failed copy is a one-line error; the scratch folder is removed and
+    the run's checkpoints stay as they were."""
+    target = out_dir / kept_name(step)
+    scratch, old = out_dir / f".{target.name}.tmp", out_dir / f".{target.name}.old"
+    try:
+        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.copytree(out_dir / CHECKPOINT_DIR, scratch)
+        verify_checkpoint(scratch)
+        fsync_tree(scratch)
+        shutil.rmtree(old, ignore_errors=True)
+        if target.exists():
+            target.rename(old)
+        scratch.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise AotError(os_error_line(exc, f"cannot keep the checkpoint of step {step} as {str(target)!r}")) from None
+    except AotError:  # the copy does not verify
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return target
+
+
+def check_fingerprint(
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    folder: Path,
+    ignore: tuple[str, ...] = (),
+    fix: str = "use the same settings to --resume, or a new --out",
+) -> None:
+    """One-line error naming the first setting (outside ``ignore``) in which the checkpoint's run and this run
+    differ, and ``fix``."""
     saved, current = _flatten(saved), _flatten(current)
-    for key in sorted(set(saved) | set(current)):
+    for key in sorted((set(saved) | set(current)) - set(ignore)):
         if saved.get(key) != current.get(key):
             raise AotError(
                 f"checkpoint {str(folder)!r} was written by a different config ({key}={saved.get(key)!r} there, "
-                f"{current.get(key)!r} here); use the same settings to --resume, or a new --out"
+                f"{current.get(key)!r} here); {fix}"
             )
 
 

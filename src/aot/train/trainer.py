@@ -14,6 +14,7 @@ checkpoints (:mod:`aot.train.checkpoint`) that ``resume`` continues exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -30,8 +31,14 @@ from aot.bench.machine_cache import deferred_writes
 from aot.bench.mfu import mfu
 from aot.bench.peaks import peak_flops
 from aot.errors import AotError, ConfigError
-from aot.run_folder import follow_lock, write_text_atomic
-from aot.train.checkpoint import check_fingerprint, checkpoint_candidates, load_checkpoint, save_checkpoint
+from aot.run_folder import METRICS_FILE, follow_lock, write_text_atomic
+from aot.train.checkpoint import (
+    check_fingerprint,
+    checkpoint_candidates,
+    keep_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from aot.train.distributed import (
     STRATEGIES,
     DistEnv,
@@ -45,8 +52,8 @@ from aot.train.distributed import (
     wrap_model,
 )
 from aot.train.optim import OPTIMIZERS, build_optimizer
-from aot.train.resume import plan_run
-from aot.train.schedule import lr_at
+from aot.train.resume import plan_branch, plan_run
+from aot.train.schedule import SCHEDULES, lr_at
 from aot.validation import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
 
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -57,7 +64,11 @@ class TrainConfig:
     """Settings of the loop. ``batch_size`` is the global batch (all processes, all micro-steps together).
 
     micro_batch_size: rows per forward/backward on one process; ``None`` = the whole per-process share.
-    min_lr_ratio: the cosine ends at ``lr * min_lr_ratio``.
+    schedule: ``cosine`` (warm-up, cosine decay) or ``wsd`` (warm-up, stable, 1-sqrt cooldown over the last
+        ``decay_fraction`` of the steps; :mod:`aot.train.schedule`).
+    min_lr_ratio: the schedule ends at ``lr * min_lr_ratio``.
+    keep_checkpoints: steps whose checkpoint is kept as ``checkpoint-step{N}/`` in the run folder (e.g. the stable
+        phase of a WSD run, to start cooldown branches from: ``aot train TASK --branch-from RUN/checkpoint-stepN``).
     eval_every / checkpoint_every: in optimizer steps; 0 = only at the end. log_every: metrics.jsonl rows.
     checkpoint_minutes: also checkpoint when this many minutes of wall time have passed since the last one
         (0 = only by steps), so a killed long run loses at most that much work.
@@ -73,6 +84,8 @@ class TrainConfig:
     batch_size: int = 16
     micro_batch_size: int | None = None
     lr: float = 1e-3
+    schedule: str = "cosine"
+    decay_fraction: float = 0.2
     min_lr_ratio: float = 0.1
     warmup_steps: int = 50
     weight_decay: float = 0.1
@@ -86,6 +99,7 @@ class TrainConfig:
     log_every: int = 10
     checkpoint_every: int = 0
     checkpoint_minutes: float = 5.0
+    keep_checkpoints: tuple[int, ...] = ()
     strategy: str = "auto"
     seed: int = 0
     skip_nonfinite: bool = False
@@ -96,6 +110,8 @@ class TrainConfig:
         "batch_size": at_least(1),
         "micro_batch_size": at_least(1),
         "lr": above(0),
+        "schedule": one_of(*SCHEDULES),
+        "decay_fraction": within(0, 1, low_open=True),
         "min_lr_ratio": within(0, 1),
         "warmup_steps": at_least(0),
         "weight_decay": at_least(0),
@@ -108,6 +124,7 @@ class TrainConfig:
         "log_every": at_least(1),
         "checkpoint_every": at_least(0),
         "checkpoint_minutes": at_least(0),
+        "keep_checkpoints": at_least(1),
         "strategy": one_of(*STRATEGIES),
         "seed": SEED,
     }
@@ -125,7 +142,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-# fields that may change between a run and its resumption
+# fields that may change between a run and its resumption (and between a run and its cooldown branches)
 RESUMABLE_CHANGES = (
     "eval_every",
     "log_every",
@@ -135,6 +152,7 @@ RESUMABLE_CHANGES = (
     "compile",
     "micro_batch_size",
     "skip_nonfinite",
+    "keep_checkpoints",
 )
 
 
@@ -163,6 +181,7 @@ class TrainResult:
     mfu: float = 0.0
     skipped_steps: int = 0  # steps skipped for a non-finite loss or gradient (train.skip_nonfinite)
     precision: dict[str, Any] = field(default_factory=dict)  # the precision used and why (train.precision: auto)
+    branched_from: dict[str, Any] | None = None  # a cooldown branch: the checkpoint it started from and its step
 
 
 class Trainer:
@@ -182,6 +201,7 @@ class Trainer:
         fingerprint: dict[str, Any] | None = None,
         model_config: dict[str, Any] | None = None,
         flops_per_sample: float | None = None,
+        run_config: dict[str, Any] | None = None,
     ) -> None:
         self.cfg = cfg
         self.device = torch.device(device)
@@ -190,8 +210,13 @@ class Trainer:
         self.loss_fn = loss_fn
         self.evaluate = evaluate
         self.model_config = model_config
+        self.run_config = run_config  # the task's whole config, kept in every checkpoint (a branch starts from it)
+        self.branched_from: dict[str, Any] | None = None
         self.flops_per_sample = flops_per_sample
         train_fields = {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_CHANGES}
+        if cfg.schedule == "cosine":  # a cosine run's fingerprint stays what it was before WSD: old runs resume
+            train_fields.pop("schedule")
+            train_fields.pop("decay_fraction")
         self.fingerprint = {**(fingerprint or {}), **{f"train.{k}": v for k, v in train_fields.items()}}
         self.env: DistEnv = current_env()
         self.per_process, self.micro, self.n_micro = self._batch_split()
@@ -256,26 +281,47 @@ class Trainer:
         self.precision, self.precision_choice = str(choice["precision"]), choice
 
     # -- the loop -------------------------------------------------------------------------------------
-    def fit(self, resume: bool | str = False, stop_at: int | None = None, force: bool = False) -> TrainResult:
+    def fit(
+        self,
+        resume: bool | str = False,
+        stop_at: int | None = None,
+        force: bool = False,
+        branch_from: str | Path | None = None,
+    ) -> TrainResult:
         """Train to ``cfg.steps`` (or stop early after step ``stop_at``, with a checkpoint, as a killed run
         would leave one). ``resume``: ``False``/``"no"`` starts a new run (refused when ``out_dir`` holds one,
         unless ``force`` moves it aside), ``True``/``"yes"`` continues from the last good checkpoint (an error
         when there is none), ``"auto"`` resumes when it can (see :mod:`aot.train.resume`).
+
+        ``branch_from``: a checkpoint folder of another run (``RUN/checkpoint-step1000``, kept by
+        ``train.keep_checkpoints``) that a run which starts (rather than resumes) starts from instead of step 0:
+        a cooldown branch (:func:`aot.train.resume.plan_branch` says what it must share with its parent). The
+        parent's ``metrics.jsonl`` rows up to that step are copied, so the branch's folder reads as a whole run.
 
         What the run measures about the machine (the precision ``auto`` picks, the CPU's matmul peak) is measured
         once the folder, the fingerprint and the checkpoint are checked, and enters the machine's cache
         (:mod:`aot.bench.machine_cache`) only when the run has trained to its end: a refused or failed run
         leaves the cache as it was."""
         with deferred_writes():
-            return self._fit(resume, stop_at, force)
+            return self._fit(resume, stop_at, force, branch_from)
 
-    def _fit(self, resume: bool | str, stop_at: int | None, force: bool) -> TrainResult:
+    def _fit(self, resume: bool | str, stop_at: int | None, force: bool, branch_from: str | Path | None) -> TrainResult:
         cfg, main = self.cfg, self.env.is_main
+        branch = None
+        if branch_from is not None:  # checked before --force moves anything aside
+            branch = plan_branch(Path(branch_from), self.out_dir, self.fingerprint, cfg.to_dict(), self.env)
         plan = plan_run(self.out_dir, resume, force, self.env)
         on_main(lambda: follow_lock(self.out_dir))  # --force made the folder anew: its lock follows
         if plan.checkpoint is not None:
             assert plan.state is not None
             check_fingerprint(plan.state.get("fingerprint", {}), self.fingerprint, plan.checkpoint)
+            self.branched_from = plan.state.get("branched_from")
+        elif branch is not None:
+            assert branch.checkpoint is not None and branch.state is not None
+            plan = branch
+            self.branched_from = {"checkpoint": str(branch.checkpoint.resolve()), "step": int(branch.state["step"])}
+            if main:
+                copy_metrics(branch.checkpoint.parent, self.out_dir, int(branch.state["step"]))
         if main:
             for note in plan.notes:
                 print(f"aot: {note}", file=sys.stderr, flush=True)
@@ -302,6 +348,7 @@ class Trainer:
         result = TrainResult(step=self.step, seen=self.tokens_seen, train_seconds=0, seen_per_second=0, last_loss=0)
         result.peak_flops = peak
         result.precision = self.precision_choice
+        result.branched_from = self.branched_from
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
         interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
@@ -349,8 +396,11 @@ class Trainer:
                     bar.write(
                         " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())
                     )
-            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or last or save_due:
+            kept = self.step in cfg.keep_checkpoints
+            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or last or save_due or kept:
                 self.save(pending_loss=(float(loss_sum), loss_count))
+            if kept:
+                on_main(functools.partial(keep_checkpoint, self.out_dir, self.step))
         bar.close()
         metrics.close()
         # the whole run, also when it was resumed: the curve and the evaluations come from metrics.jsonl
@@ -369,7 +419,9 @@ class Trainer:
         ``skip_nonfinite``, else the run stops with a one-line error), and whether a checkpoint is due by time.
         Both flags travel in one all-reduce."""
         cfg = self.cfg
-        lr = lr_at(self.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.lr * cfg.min_lr_ratio)
+        lr = lr_at(
+            self.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.lr * cfg.min_lr_ratio, cfg.schedule, cfg.decay_fraction
+        )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
@@ -444,6 +496,10 @@ class Trainer:
             pending_loss=list(pending_loss),
             precision=self.precision_choice,
         )
+        if self.run_config is not None:
+            state["run_config"] = self.run_config
+        if self.branched_from is not None:
+            state["branched_from"] = self.branched_from
         sharded = self.cfg.strategy == "fsdp" and self.env.world_size > 1
         save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config, sharded=sharded)
         self._last_save = time.monotonic()
@@ -456,7 +512,7 @@ class MetricsLog:
 
     def __init__(self, out_dir: Path, enabled: bool, truncate_after: int) -> None:
         self.enabled = enabled
-        self.path = out_dir / "metrics.jsonl"
+        self.path = out_dir / METRICS_FILE
         self.writer = None
         if not enabled:
             return
@@ -503,9 +559,16 @@ def _parse_row(line: str) -> dict[str, Any] | None:
     return row if isinstance(row, dict) and isinstance(row.get("step"), int) else None
 
 
+def copy_metrics(parent: Path, out_dir: Path, step: int) -> None:
+    """A branch's ``metrics.jsonl`` starts as its parent run's rows up to ``step`` (none when the parent has none)."""
+    rows = [json.dumps(row) + "\n" for row in read_metrics(parent) if row["step"] <= step]
+    if rows:
+        write_text_atomic(out_dir / METRICS_FILE, "".join(rows))
+
+
 def read_metrics(out_dir: str | Path) -> list[dict[str, Any]]:
     """The rows of ``metrics.jsonl`` (a partial or damaged line is skipped)."""
-    path = Path(out_dir) / "metrics.jsonl"
+    path = Path(out_dir) / METRICS_FILE
     if not path.is_file():
         return []
     rows = (_parse_row(line) for line in path.read_bytes().decode("utf-8", errors="replace").splitlines())
