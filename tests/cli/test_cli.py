@@ -55,6 +55,25 @@ def test_every_subcommand_has_a_useful_help(command, capsys):
     assert len(out) > 200 and "usage: aot " + command in out
 
 
+@pytest.mark.parametrize(
+    ("argv", "says", "helps"),
+    [
+        (["train", "lm", "--lr", "x"], "aot: error: train lm: argument --lr: invalid float value: 'x'", "aot train lm"),
+        (["trainx"], "aot: error: argument COMMAND: invalid choice: 'trainx'", "aot"),
+        (["data", "fetch"], "aot: error: data fetch: the following arguments are required: name", "aot data fetch"),
+        (["sample", "--no-such-flag"], "aot: error: sample: ", "aot sample"),
+        (["eval", "lm", "r", "--batch-size", "1.5"], "aot: error: eval lm: argument --batch-size: ", "aot eval lm"),
+    ],
+)
+def test_a_bad_command_line_is_one_line_naming_the_command_and_its_help(argv, says, helps, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(says), err  # not argparse's usage block
+    assert err.rstrip().endswith(f"(see `{helps} --help`)"), err
+
+
 def test_device_option_is_checked_once_for_every_command():
     import torch
 

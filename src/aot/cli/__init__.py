@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from aot.errors import AotError, os_error_line
 from aot.validation import check_seed
@@ -32,10 +33,21 @@ COMMAND_MODULES = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the package's error convention: a bad command line (an unknown option, ``--lr x``, a missing
+    argument) is one line, ``aot: error: COMMAND: PROBLEM (see `aot COMMAND --help`)``, exit status 2 — not
+    argparse's usage block. Sub-commands inherit the class (``add_subparsers`` uses the parent's type)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("aot").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"aot: error: {where}{message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from aot import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="aot",
         description="Attention-Only Transformers (AoT): build, train, analyse and benchmark AoT-MSSA / "
         "AoT-MHSA and their baselines (GPT-2, ViT, CRATE, Llama).",
