@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 
 import numpy as np
 import torch
@@ -31,6 +32,42 @@ def test_evaluate_lm_matches_a_direct_computation():
     assert math.isclose(scores["perplexity"], math.exp(nats / count), rel_tol=1e-9)
     assert math.isclose(scores["nats_per_byte"], nats / n_bytes, rel_tol=1e-9)
     assert math.isclose(scores["bits_per_byte"], nats / n_bytes / math.log(2), rel_tol=1e-9)
+
+
+def test_full_split_standard_errors_against_a_direct_computation():
+    """Every window of a 61-token split (7 windows of 8; the last 4 tokens are a tail no window holds), scored 3 at a
+    time; loss_se = stdev / sqrt(n) of the per-window losses and the ratio estimator's SE for nats per byte, computed
+    here with the statistics module, window by window."""
+    torch.manual_seed(1)
+    model = build_model(preset_config("gpt2-cpu", n_layer=1, n_embd=16, n_head=2, block_size=8, vocab_size=11)).double()
+    tokens = np.random.default_rng(1).integers(0, 11, size=61).astype(np.uint16)
+    token_bytes = np.array([1, 1, 2, 3, 1, 4, 1, 2, 1, 1, 3])
+    calls: list[int] = []
+    forward = model.forward
+    model.forward = lambda idx, *a, **k: (calls.append(len(idx)), forward(idx, *a, **k))[1]  # type: ignore[method-assign]
+    scores = evaluate_lm(model.eval(), tokens, 8, token_bytes, batch_size=3)
+    assert calls == [3, 3, 1]  # streamed: never more than a batch of windows at once
+    losses, nats, n_bytes = [], [], []
+    for start in range(0, 56, 8):
+        window = torch.from_numpy(tokens[start : start + 9].astype(np.int64))
+        logits = forward(window[None, :-1])[0][0]
+        window_nats = sum(-torch.log_softmax(logits[t], -1)[window[t + 1]].item() for t in range(8))
+        losses.append(window_nats / 8)
+        nats.append(window_nats)
+        n_bytes.append(float(token_bytes[tokens[start + 1 : start + 9]].sum()))
+    n = len(losses)
+    assert (scores["windows"], scores["split_windows"], scores["full_split"], scores["tokens"]) == (7, 7, True, 56)
+    assert math.isclose(scores["loss"], statistics.fmean(losses), rel_tol=1e-9)
+    assert math.isclose(scores["loss_se"], statistics.stdev(losses) / math.sqrt(n), rel_tol=1e-9)
+    ratio = sum(nats) / sum(n_bytes)
+    assert math.isclose(scores["nats_per_byte"], ratio, rel_tol=1e-9)
+    residuals = [y - ratio * x for y, x in zip(nats, n_bytes, strict=True)]
+    expected = math.sqrt(sum(r * r for r in residuals) / (n * (n - 1))) / statistics.fmean(n_bytes)
+    assert math.isclose(scores["nats_per_byte_se"], expected, rel_tol=1e-9)
+    sampled = evaluate_lm(model.eval(), tokens, 8, token_bytes, batch_size=3, max_windows=3)
+    assert (sampled["windows"], sampled["split_windows"], sampled["full_split"]) == (3, 7, False)
+    single = evaluate_lm(model.eval(), tokens, 8, token_bytes, max_windows=1)
+    assert single["loss_se"] == 0.0 and single["nats_per_byte_se"] == 0.0
 
 
 def test_ngram_baselines_match_counting():

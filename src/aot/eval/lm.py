@@ -30,34 +30,69 @@ def evaluate_lm(
     device: torch.device | str = "cpu",
 ) -> dict[str, float]:
     """Mean next-token cross-entropy over non-overlapping windows of the split (all of them, or ``max_windows``
-    spread evenly), with perplexity and per-byte figures. ``model(idx)`` must return (logits, ...).
+    spread evenly), with perplexity and per-byte figures and their standard errors. ``model(idx)`` must return
+    (logits, ...).
 
     Scoring: each window holds ``block_size + 1`` tokens; the model sees the first ``block_size`` and the loss
     is computed here from its logits against explicit targets, the window's tokens 1..block_size (the model's
     own ``labels=`` loss is not used). So every scored token is predicted from up to ``block_size`` tokens of
-    context, each token of the split is scored once, and the bytes of exactly the scored tokens divide the
-    nats. Windows and scores are the same as before the package adopted HF's shifted ``labels`` convention."""
+    context, each token of the split is scored once (all of them but the first and a tail shorter than a window),
+    and the bytes of exactly the scored tokens divide the nats. Windows and scores are the same as before the
+    package adopted HF's shifted ``labels`` convention. The windows are read ``batch_size`` at a time from the
+    (memory-mapped) split and only each window's sums are kept, so memory stays flat for a split of any length.
+
+    Standard errors are over windows, each taken as one sample (adjacent windows of one text are not independent,
+    so they understate the spread of another text): ``loss_se = std(ℓ_w) / √n`` of the per-window mean losses
+    ``ℓ_w`` (every window scores ``block_size`` tokens, so their mean is ``loss``; ``std`` with ``n − 1``), and
+    for the ratio ``nats_per_byte = Σ nats_w / Σ bytes_w`` the ratio estimator's
+    ``√(Σ (nats_w − R·bytes_w)² / (n (n − 1))) / mean(bytes_w)`` (Cochran, *Sampling Techniques*, 1977, ch. 6);
+    both 0 for a single window. No finite-population correction: on the full split the figure itself is exact, and
+    the error says how far another text of the same kind could move it. ``windows`` is how many were scored,
+    ``split_windows`` how many the split holds, ``full_split`` whether they are all of them."""
     starts = eval_windows(tokens, block_size, max_windows)
-    total_nats, total_tokens, total_bytes = 0.0, 0, 0
+    window_nats, window_bytes = np.zeros(len(starts)), np.zeros(len(starts))
     for first in range(0, len(starts), batch_size):
         rows = starts[first : first + batch_size]
         windows = np.stack([np.asarray(tokens[s : s + block_size + 1], dtype=np.int64) for s in rows])
         batch = torch.from_numpy(windows).to(device)
         logits = model(batch[:, :-1])[0]
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32; fp64 stays
-        nats = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="sum")
-        total_nats += float(nats)
-        total_tokens += batch[:, 1:].numel()
-        total_bytes += int(token_bytes[windows[:, 1:]].sum())
-    loss = total_nats / total_tokens
-    per_byte = total_nats / max(total_bytes, 1)
+        nats = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
+        window_nats[first : first + len(rows)] = nats.double().view(len(rows), block_size).sum(1).cpu().numpy()
+        window_bytes[first : first + len(rows)] = token_bytes[windows[:, 1:]].sum(1)
+    n, total_nats, total_bytes = len(starts), float(window_nats.sum()), float(window_bytes.sum())
+    loss = total_nats / (n * block_size)
+    per_byte = total_nats / max(total_bytes, 1.0)
+    split_windows = len(eval_windows(tokens, block_size))
     return {
         "loss": loss,
+        "loss_se": _standard_error(window_nats / block_size),
         "perplexity": math.exp(min(loss, 50.0)),
         "nats_per_byte": per_byte,
+        "nats_per_byte_se": _ratio_standard_error(window_nats, window_bytes),
         "bits_per_byte": per_byte / math.log(2),
-        "tokens": float(total_tokens),
+        "tokens": float(n * block_size),
+        "windows": n,
+        "split_windows": split_windows,
+        "full_split": n == split_windows,
     }
+
+
+def _standard_error(values: np.ndarray) -> float:
+    """``std(values, ddof=1) / √n``; 0 for fewer than two values."""
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+
+
+def _ratio_standard_error(numerators: np.ndarray, denominators: np.ndarray) -> float:
+    """The standard error of ``R = Σ numerators / Σ denominators`` over samples (Cochran 1977, ch. 6, the ratio
+    estimator):
+    ``√(Σ (yᵢ − R xᵢ)² / (n (n − 1))) / x̄``; 0 for fewer than two samples."""
+    n = len(numerators)
+    if n < 2 or not denominators.sum():
+        return 0.0
+    ratio = numerators.sum() / denominators.sum()
+    residual = numerators - ratio * denominators
+    return float(math.sqrt(float((residual**2).sum()) / (n * (n - 1))) / denominators.mean())
 
 
 def ngram_baselines(

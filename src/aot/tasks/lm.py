@@ -49,8 +49,11 @@ class LMDataConfig:
 
 @dataclass
 class LMEvalConfig:
-    """periodic_windows: context windows used by the evaluations during training; final_windows: for the final
-    val / test figures (``None`` = every window of the split); batch_size: windows per forward pass."""
+    """periodic_windows: context windows (spread evenly over the val split) scored by the evaluations during
+    training: a sample, ``val_windows`` in each ``train.evals`` row; final_windows: for the final val / test figures,
+    ``None`` (the default, and every preset's) = every window of the split, with standard errors over windows
+    (:func:`aot.eval.lm.evaluate_lm`: ``windows``, ``split_windows``, ``full_split``); batch_size: windows per
+    forward pass (memory stays flat for any split)."""
 
     periodic_windows: int = 32
     final_windows: int | None = None
@@ -72,13 +75,13 @@ LM_PRESETS: dict[str, dict[str, Any]] = {
         "model": {"preset": "aot-mhsa-l-cpu", "n_layer": 6, "block_size": 128, "position": "rope", "init_std": 0.05},
         "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "bytes"},
         "train": {"steps": 800, "batch_size": 16, "lr": 2e-3, "warmup_steps": 30, "eval_every": 200},
-        "eval": {"periodic_windows": 16, "final_windows": 256},
+        "eval": {"periodic_windows": 16},
     },
     "cpu-bench": {
         "model": {"preset": "gpt2-cpu", "block_size": 256},
         "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "bytes"},
         "train": {"steps": 400, "batch_size": 16, "lr": 1e-3, "warmup_steps": 40, "eval_every": 100},
-        "eval": {"periodic_windows": 16, "final_windows": 128},
+        "eval": {"periodic_windows": 16},
     },
     "gpu-base": {
         "model": {"preset": "gpt2-base"},
@@ -93,7 +96,7 @@ LM_PRESETS: dict[str, dict[str, Any]] = {
             "checkpoint_every": 1000,
             "compile": True,
         },
-        "eval": {"periodic_windows": 64, "final_windows": None},
+        "eval": {"periodic_windows": 64},
     },
 }
 
@@ -245,7 +248,11 @@ class LMTask(Task[LMData]):
             scores = evaluate_lm(
                 net, data.splits["val"], context, token_bytes, run.eval.batch_size, run.eval.periodic_windows, device
             )
-            return {"val_loss": scores["loss"], "val_nats_per_byte": scores["nats_per_byte"]}
+            return {
+                "val_loss": scores["loss"],
+                "val_nats_per_byte": scores["nats_per_byte"],
+                "val_windows": scores["windows"],  # a sample of the split: the final evaluation scores all of it
+            }
 
         fingerprint = {
             "model": model.cfg.to_dict(),
@@ -287,15 +294,31 @@ class LMTask(Task[LMData]):
     def summary(self, results: dict[str, Any], out: Path) -> str:
         val, test, train = results["val"], results["test"], results["train"]
         bigram = results["baselines"]["val"]["bigram"]["nats_per_byte"]
+        periodic = results["config"]["eval"]["periodic_windows"]
         return (
             f"{results['model']['block']} ({results['model']['non_embedding_params'] / 1e6:.2f}M non-emb.) "
             f"{train['tokens']:,} tokens in {train['train_seconds']:.0f}s "
-            f"({train['tokens_per_second']:,.0f} tok/s): val loss {val['loss']:.4f} "
-            f"(ppl {val['perplexity']:.2f}, {val['nats_per_byte']:.3f} nats/byte, {val['bits_per_byte']:.3f} bpb), "
-            f"test loss {test['loss']:.4f}; bigram {bigram:.3f} nats/byte -> "
+            f"({train['tokens_per_second']:,.0f} tok/s): val loss {val['loss']:.4f}{_error(val)} "
+            f"(ppl {val['perplexity']:.2f}, {val['nats_per_byte']:.3f} nats/byte, {val['bits_per_byte']:.3f} bpb; "
+            f"{_coverage(val)}; periodic evaluations: {periodic} windows), "
+            f"test loss {test['loss']:.4f}{_error(test)}; bigram {bigram:.3f} nats/byte -> "
             f"{'beats' if results['beats_bigram'] else 'does NOT beat'} the bigram. "
             f"Wrote {out / 'results.json'}"
         )
+
+
+def _error(scores: dict[str, Any]) -> str:
+    """`` ± SE`` of a final score (results.json written before standard errors were recorded have none)."""
+    return f" ± {scores['loss_se']:.4f}" if "loss_se" in scores else ""
+
+
+def _coverage(scores: dict[str, Any]) -> str:
+    """Which windows a final score covers: the whole split or a sample of it."""
+    if "windows" not in scores:
+        return "windows not recorded"
+    if scores["full_split"]:
+        return f"the full split, {scores['windows']:,} windows"
+    return f"sampled: {scores['windows']:,} of the split's {scores['split_windows']:,} windows"
 
 
 def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, token_bytes: Any) -> dict[str, Any]:
