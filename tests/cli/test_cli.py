@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -72,6 +73,30 @@ def test_a_bad_command_line_is_one_line_naming_the_command_and_its_help(argv, sa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(says), err  # not argparse's usage block
     assert err.rstrip().endswith(f"(see `{helps} --help`)"), err
+
+
+def _every_parser(parser: argparse.ArgumentParser, name: str = "aot"):
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, child in action.choices.items():
+                yield from _every_parser(child, f"{name} {sub}")
+
+
+# what only this repository's developers have: absolute paths on their machines, the sibling folders of a
+# checkout, a CPU lock file, "here" for "this sandbox"
+DEVELOPER_ONLY = re.compile(
+    r"(?<![\w$~.])/(?:tmp|var|home|root|work|opt|mnt|srv)/|\.\./|aot-cpu\.lock|cannot be (?:downloaded|fetched) here"
+)
+
+
+def test_no_help_text_names_a_path_outside_the_repository():
+    found = []
+    for name, parser in _every_parser(build_parser()):
+        text = parser.format_help()
+        found += [f"{name}: {m.group(0)!r}" for m in DEVELOPER_ONLY.finditer(text)]
+    assert not found, found
+    assert DEVELOPER_ONLY.search("flock /tmp/aot-cpu.lock aot bench") and not DEVELOPER_ONLY.search("runs/bench")
 
 
 def test_device_option_is_checked_once_for_every_command():

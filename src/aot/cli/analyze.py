@@ -54,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a folder written by `aot train lm`")
+    parser.add_argument(
+        "run_dir", nargs="?", metavar="RUN_DIR", help="a run folder written by `aot train lm` or `aot train vision`"
+    )
     parser.add_argument("--data", help="val (default), test, train, or a text file to encode with the run's tokenizer")
     for flag, name, text in (
         ("--batches", "batches", "number of batches"),
@@ -107,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Wrote {out / 'calibration.json'}")
         return 0
     if not args.run_dir:
-        raise AotError("give a RUN_DIR (a folder written by `aot train lm`) or --calibrate")
+        raise AotError("give a RUN_DIR (a run folder written by `aot train lm` or `aot train vision`) or --calibrate")
     from aot.analysis.analyze import analyze_run
 
     out = check_output_dir(Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else args.out)  # before work

@@ -15,11 +15,11 @@ from aot.run_folder import check_output_dir
 EPILOG = """\
 examples:
   aot bench                                  # the default suite (about 12 minutes on 2 CPU cores)
-  aot bench --quick --out /tmp/bench         # a tiny smoke run (seconds)
+  aot bench --quick --out runs/bench-quick   # a tiny smoke run (seconds)
   aot bench --only models,peer --dtype bf16  # just the model table and the HF peer, in bf16 autocast
-  flock /tmp/aot-cpu.lock aot bench --out benchmarks/bench   # record results without other heavy runs
+  aot bench --out runs/bench                 # the full suite: run it with no other heavy process on the machine
   aot bench --device cuda --dtype bf16 --config benchmarks/bench/gpu.yaml   # GPT-2-small width on a GPU
-  aot bench --quick --set bench.n_embd=128 --out /tmp/bench   # any field: defaults < --config < flags < --set
+  aot bench --quick --set bench.n_embd=128 --out runs/bench-128   # any field: defaults < --config < flags < --set
 
 Sections: models (every block type at matched width/depth and at matched non-embedding parameters),
 seq (training cost as T grows, batch × T fixed), depth (as layers grow), decode (512 tokens with and

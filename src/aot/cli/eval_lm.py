@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="zero-shot LAMBADA, CBT, PTB / WikiText perplexity (and Austen-built sets) on LM runs",
         description=textwrap.fill(
             "Evaluate language-model runs (folders of `aot train lm`, or `aot export hf`) with the paper's zero-shot "
-            "protocols. The real data sets are not bundled and cannot be downloaded here: give their files with "
+            "protocols. The real data sets are not bundled with the package (nor fetched by it): give their files with "
             "--data in their published formats. The austen-* sets are built from Jane Austen's novels (`aot data "
             "fetch austen` first), held out from the Shakespeare the models train on. Writes results.json (every "
             "metric, the sets' hashes, machine and date) and results.md (one row per run) into --out.",
