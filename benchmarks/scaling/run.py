@@ -1,0 +1,344 @@
+"""The scaling study of issue 27: GPT-2, AoT-MHSA, AoT-MSSA (learned W_O) and tied AoT-MSSA at several sizes and
+token budgets, on Shakespeare bytes, each run recorded in benchmarks/scaling/results.json as it lands.
+
+Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
+
+- each family keeps its best shape from benchmarks/lm (depth fixed: GPT-2 6, AoT-MHSA 8, AoT-MSSA 16, tied
+  AoT-MSSA 18 layers; rotary positions; init std 0.05) and grows in width; head_dim 32 (n_head = width / 32);
+- the recipe of benchmarks/lm (context 256, batch 16 = 4,096 tokens a step, AdamW (0.9, 0.95), weight decay 0.1,
+  40 warm-up steps, clip 1.0) with the WSD schedule (``train.schedule=wsd``, cooldown over the last 20 %, to 0.1 lr);
+  fp32 on every machine (so that a rerun elsewhere computes the same thing);
+- the lr: a sweep over 1e-3 / 3e-3 / 1e-2 at 1 M tokens at two sizes per family (the smallest and the third); the
+  best lr of a swept size is the vertex of the parabola through (log lr, val loss) (clipped to the swept range),
+  and every size takes the log-linear interpolation in log N between the two (extrapolated beyond) — a measured
+  rule, not μP;
+- one WSD run per (family, size) to its largest budget, keeping the stable-phase checkpoints where each smaller
+  budget's cooldown starts, and one cooldown branch per smaller budget (``--branch-from``): a branch is exactly
+  the run of that budget (tests/train/test_wsd_branch.py), at 20 % of its cost;
+- the final val / test loss over the whole split (every window) with its standard error.
+
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --plan      # the jobs and their cost
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py             # run what is not finished
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --only sweep --max-minutes 60
+
+Every job is a run folder under runs/scaling/ (resumable: a killed job continues from its checkpoint), skipped when
+its results.json is finished; the results file is rewritten after each job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aot.bench.flops import training_flops_per_sample
+from aot.config import ModelConfig
+from aot.run_folder import read_results, write_text_atomic
+from aot.runinfo import machine_info
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+RUNS = Path("runs/scaling")
+TOKENS_PER_STEP = 16 * 256
+DECAY_FRACTION = 0.2
+HEAD_DIM = 32
+SWEEP_LRS = (1e-3, 3e-3, 1e-2)
+SWEEP_STEPS = 250  # 1.02 M tokens
+TRAIN_BYTES = 4_554_000  # Shakespeare's train split (90 % of 5.06 M bytes): epochs = tokens / this
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    label: str
+    preset: str
+    n_layer: int
+    widths: tuple[int, ...]
+    budgets: dict[int, tuple[int, ...]] = field(default_factory=dict)  # width -> steps; default DEFAULT_BUDGETS
+
+
+DEFAULT_BUDGETS = (250, 500, 1000)  # 1, 2, 4 M tokens
+SMALL_BUDGETS = (250, 500, 1000, 2000)  # + 8 M tokens for the two smallest sizes (>= 13 tokens per parameter)
+
+FAMILIES = {
+    f.name: f
+    for f in (
+        Family("gpt2", "GPT-2", "gpt2-cpu", 6, (64, 96, 128, 192)),
+        Family("aot-mhsa", "AoT-MHSA", "aot-mhsa-l-cpu", 8, (96, 128, 192, 256)),
+        Family("aot-mssa", "AoT-MSSA, learned W_O", "aot-mssa-l-cpu", 16, (96, 128, 192, 256)),
+        Family("aot-mssa-tied", "AoT-MSSA, tied", "aot-mssa-tied-l-cpu", 18, (128, 192, 256, 384)),
+    )
+}
+SWEPT_SIZES = (0, 2)  # indices into a family's widths
+
+
+def budgets(family: Family, size: int) -> tuple[int, ...]:
+    return SMALL_BUDGETS if size < 2 else DEFAULT_BUDGETS
+
+
+def model_sets(family: Family, width: int) -> list[str]:
+    return [
+        f"model.n_layer={family.n_layer}",
+        f"model.n_embd={width}",
+        f"model.n_head={width // HEAD_DIM}",
+        "model.position=rope",
+        "model.init_std=0.05",
+    ]
+
+
+def common_sets(steps: int, lr: float, seed: int) -> list[str]:
+    return [
+        f"train.steps={steps}",
+        f"train.lr={lr:g}",
+        f"train.seed={seed}",
+        "train.schedule=wsd",
+        f"train.decay_fraction={DECAY_FRACTION}",
+        "train.precision=fp32",
+        "train.eval_every=0",
+        "train.checkpoint_minutes=5",
+        "train.progress=false",
+    ]
+
+
+@dataclass
+class Job:
+    kind: str  # sweep | main | branch
+    family: str
+    size: int
+    width: int
+    steps: int
+    lr: float
+    seed: int
+    folder: Path
+    argv: list[str]
+    parent: Path | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * TOKENS_PER_STEP
+
+
+def stable_checkpoint(steps: int) -> int:
+    """Where a ``steps``-step WSD run's cooldown starts: a longer run's checkpoint there is that run's state."""
+    return round(steps * (1 - DECAY_FRACTION))
+
+
+def sweep_jobs() -> list[Job]:
+    jobs = []
+    for family in FAMILIES.values():
+        for size in SWEPT_SIZES:
+            width = family.widths[size]
+            for lr in SWEEP_LRS:
+                folder = RUNS / "sweep" / f"{family.name}-d{width}-lr{lr:g}"
+                argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(SWEEP_STEPS, lr, 0))]
+                jobs.append(
+                    Job("sweep", family.name, size, width, SWEEP_STEPS, lr, 0, folder, [*argv, "--out", str(folder)])
+                )
+    return jobs
+
+
+def base_argv(family: Family) -> list[str]:
+    return ["train", "lm", "--preset", "cpu-bench", "--model", family.preset, "--corpus", "shakespeare",
+            "--tokenizer", "bytes", "--resume", "auto"]  # fmt: skip
+
+
+def sets(items: list[str]) -> list[str]:
+    return [a for item in items for a in ("--set", item)]
+
+
+def swept_lr(rows: list[dict[str, Any]], family: str, size: int) -> float | None:
+    """The best lr at a swept size: the vertex of the parabola through (log lr, val loss) of the three sweep runs,
+    clipped to the swept range; None until all three have finished."""
+    got = {r["lr"]: r["val_loss"] for r in rows if r["kind"] == "sweep" and r["family"] == family and r["size"] == size}
+    if len(got) < len(SWEEP_LRS):
+        return None
+    xs = [math.log(lr) for lr in SWEEP_LRS]
+    ys = [got[lr] for lr in SWEEP_LRS]
+    (x0, x1, x2), (y0, y1, y2) = xs, ys
+    denom = (x0 - x1) * (x0 - x2) * (x1 - x2)
+    a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / denom
+    b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / denom
+    best = xs[ys.index(min(ys))] if a <= 0 else -b / (2 * a)
+    return math.exp(min(max(best, xs[0]), xs[-1]))
+
+
+def lr_rule(rows: list[dict[str, Any]], family: Family, size: int) -> float | None:
+    """log lr linear in log N through the two swept sizes (N: non-embedding parameters)."""
+    points = []
+    for s in SWEPT_SIZES:
+        lr = swept_lr(rows, family.name, s)
+        if lr is None:
+            return None
+        points.append((math.log(non_embedding(family, family.widths[s])), math.log(lr)))
+    (n0, l0), (n1, l1) = points
+    n = math.log(non_embedding(family, family.widths[size]))
+    return math.exp(l0 + (l1 - l0) * (n - n0) / (n1 - n0))
+
+
+def model_config(family: Family, width: int) -> ModelConfig:
+    from aot.models import preset_config
+
+    return preset_config(family.preset, n_layer=family.n_layer, n_embd=width, n_head=width // HEAD_DIM,
+                         position="rope", init_std=0.05, block_size=256, vocab_size=256)  # fmt: skip
+
+
+def non_embedding(family: Family, width: int) -> int:
+    from aot.models import build_model
+
+    return int(build_model(model_config(family, width)).num_params(non_embedding=True))
+
+
+def seed_budgets(family: Family, size: int) -> list[tuple[int, tuple[int, ...]]]:
+    """Seed 0 at every size and budget; a second seed at three corners of the grid: the smallest size up to 4 M
+    tokens and the largest at 1 M (the fourth corner, the largest size at 4 M, is the costliest run of all)."""
+    plan = [(0, budgets(family, size))]
+    if size == 0:
+        plan.append((1, DEFAULT_BUDGETS))
+    if size == len(family.widths) - 1:
+        plan.append((1, (SWEEP_STEPS,)))
+    return plan
+
+
+def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
+    """The WSD runs and their branches for every size whose lr the rule gives; the reasons the rest wait."""
+    jobs: list[Job] = []
+    waiting = []
+    for family in FAMILIES.values():
+        for size, width in enumerate(family.widths):
+            lr = lr_rule(rows, family, size)
+            if lr is None:
+                waiting.append(f"{family.name} d{width}: waits for its lr sweep")
+                continue
+            for seed, steps in seed_budgets(family, size):
+                name = f"{family.name}-d{width}-s{seed}"
+                parent = RUNS / "main" / f"{name}-{steps[-1]}"
+                keep = ",".join(str(stable_checkpoint(s)) for s in steps[:-1])
+                argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(steps[-1], lr, seed)),
+                        "--set", f"train.keep_checkpoints=[{keep}]", "--out", str(parent)]  # fmt: skip
+                jobs.append(Job("main", family.name, size, width, steps[-1], lr, seed, parent, argv))
+                for short in steps[:-1]:
+                    folder = RUNS / "main" / f"{name}-{short}"
+                    kept = parent / f"checkpoint-step{stable_checkpoint(short)}"
+                    argv = ["train", "lm", "--branch-from", str(kept), "--set", f"train.steps={short}",
+                            "--resume", "auto", "--out", str(folder)]  # fmt: skip
+                    jobs.append(Job("branch", family.name, size, width, short, lr, seed, folder, argv, parent=kept))
+    return jobs, waiting
+
+
+def row_of(job: Job, results: dict[str, Any]) -> dict[str, Any]:
+    cfg = model_config(FAMILIES[job.family], job.width)
+    flops_per_sample = training_flops_per_sample(cfg, 256)
+    samples = job.steps * 16
+    return {
+        "kind": job.kind,
+        "family": job.family,
+        "size": job.size,
+        "n_layer": FAMILIES[job.family].n_layer,
+        "n_embd": job.width,
+        "non_embedding_params": results["model"]["non_embedding_params"],
+        "params": results["model"]["params"],
+        "steps": job.steps,
+        "tokens": job.tokens,
+        "epochs": job.tokens / TRAIN_BYTES,
+        "lr": job.lr,
+        "seed": job.seed,
+        "training_flops": None if flops_per_sample is None else flops_per_sample * samples,
+        "val_loss": results["val"]["loss"],
+        "val_loss_se": results["val"].get("loss_se"),
+        "val_windows": results["val"].get("windows"),
+        "test_loss": results["test"]["loss"],
+        "test_loss_se": results["test"].get("loss_se"),
+        "precision": results["train"]["precision"]["precision"],
+        "train_seconds": results["train"]["train_seconds"],
+        "cpu": results["machine"].get("processor") or results["machine"].get("machine"),
+        "date": results["machine"].get("date"),
+        "branched_from": None if job.parent is None else str(job.parent),
+        "run_dir": str(job.folder),
+        "command": "aot " + " ".join(job.argv),
+    }
+
+
+def read_rows() -> list[dict[str, Any]]:
+    if not RESULTS.is_file():
+        return []
+    return list(json.loads(RESULTS.read_text())["runs"])
+
+
+def write_rows(rows: list[dict[str, Any]]) -> None:
+    doc = {
+        "what": "issue 27's scaling study: every finished run (kind sweep | main | branch); val/test losses over the "
+        "whole split with their standard error over windows; nats per byte of Shakespeare",
+        "machine": machine_info(),
+        "runs": sorted(rows, key=lambda r: (r["kind"], r["family"], r["size"], r["seed"], r["steps"], r["lr"])),
+    }
+    write_text_atomic(RESULTS, json.dumps(doc, indent=1) + "\n")
+
+
+def collect(jobs: list[Job], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    known = {r["run_dir"] for r in rows}
+    for job in jobs:
+        results = read_results(job.folder)
+        if results is not None and str(job.folder) not in known:
+            rows.append(row_of(job, results))
+            known.add(str(job.folder))
+    return rows
+
+
+def run_job(job: Job) -> bool:
+    log = RUNS / "logs" / f"{job.folder.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    start = time.time()
+    with log.open("a") as handle:
+        code = subprocess.call(
+            [sys.executable, "-m", "aot.cli", *job.argv], stdout=handle, stderr=subprocess.STDOUT, env=env
+        )
+    print(f"  {job.folder.name}: exit {code} in {time.time() - start:.0f} s (log {log})", flush=True)
+    return code == 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plan", action="store_true", help="print the jobs (done / to do) and stop")
+    parser.add_argument("--only", choices=("sweep", "main"), help="run only the lr sweeps or only the main grid")
+    parser.add_argument("--max-minutes", type=float, default=None, help="start no new job after this many minutes")
+    parser.add_argument("--collect", action="store_true", help="record finished runs into results.json and stop")
+    args = parser.parse_args(argv)
+    start = time.time()
+    rows = read_rows()
+    while True:
+        sweeps = sweep_jobs()
+        mains, waiting = main_jobs(rows)
+        jobs = (sweeps if args.only != "main" else []) + (mains if args.only != "sweep" else [])
+        rows = collect(sweeps + mains, rows)
+        write_rows(rows)
+        todo = [j for j in jobs if read_results(j.folder) is None and (j.parent is None or j.parent.is_dir())]
+        if args.plan or args.collect:
+            for job in sweeps + mains:
+                state = "done" if read_results(job.folder) is not None else "to do"
+                print(f"{state:6} {job.kind:6} {job.folder.name:32} {job.tokens / 1e6:5.1f} M tokens lr {job.lr:.2g}")
+            for line in waiting:
+                print("waits ", line)
+            return 0
+        if not todo:
+            print("nothing left to run" + (f"; {len(waiting)} sizes wait for their lr sweep" if waiting else ""))
+            return 0
+        if args.max_minutes is not None and time.time() - start > 60 * args.max_minutes:
+            print(f"stopping after {args.max_minutes:g} min; {len(todo)} jobs left")
+            return 0
+        job = todo[0]
+        print(f"[{len(rows)} done, {len(todo)} to do] {job.kind} {job.folder.name}", flush=True)
+        if not run_job(job):
+            print(f"  failed: see {RUNS / 'logs' / (job.folder.name + '.log')}; stopping", flush=True)
+            return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
