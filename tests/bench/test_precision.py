@@ -65,29 +65,6 @@ def test_a_real_block_measurement_leaves_the_random_stream_alone(tmp_path):
     assert choice.precision == ("bf16" if choice.seconds["bf16"] <= 0.95 * choice.seconds["fp32"] else "fp32")
 
 
-def test_the_cpu_peak_is_measured_once_per_machine_and_read_back(tmp_path, monkeypatch):
-    """MFU divides by the machine's cached peak, not one re-measured inside every run."""
-    from aot.bench import peaks
-
-    calls: list[torch.dtype] = []
-
-    def fake_measure(dtype, device):  # type: ignore[no-untyped-def]
-        calls.append(dtype)
-        return {"peak": 123e9}
-
-    monkeypatch.setattr(peaks, "measure_matmul_peak", fake_measure)
-    path = tmp_path / "peaks.json"
-    first = peaks.cpu_peak_flops(torch.float32, path=path)
-    again = peaks.cpu_peak_flops(torch.float32, path=path)
-    assert first == again and first["peak"] == 123e9 and len(calls) == 1
-    assert {"date", "load_1min", "busy", "refresh"} <= set(first)
-    peaks.cpu_peak_flops(torch.float32, path=path, refresh=True)
-    peaks.cpu_peak_flops(torch.bfloat16, path=path)
-    assert calls == [torch.float32, torch.float32, torch.bfloat16]
-    monkeypatch.setattr(peaks, "cache_path", lambda name: path)
-    assert peaks.peak_flops("cpu", torch.float32) == 123e9 and len(calls) == 3  # read back, not measured
-
-
 def test_the_auto_choice_is_recorded_and_kept_on_resume(tmp_path, monkeypatch, tiny_trainer):
     """`train.precision: auto` trains with the measured choice, saves it in the checkpoint, and a resumed run
     keeps it even where a new measurement would choose otherwise."""

@@ -1,7 +1,7 @@
 """One writer per run folder, full disks and refused runs (README "What is guaranteed"): two `aot train lm` on one
 --out (started together, or the second mid-run) — one refuses in one line, the other ends bit for bit as a lone run;
-a file-size limit below the model's file during a checkpoint is one line, exit 2, the previous checkpoint intact and
---resume afterwards ends as the lone run; a refused or failed run leaves the machine's measurement cache as it was;
+a file-size limit below the model's file, or a full tmpfs, during a checkpoint is one line, exit 2, the previous
+checkpoint intact and --resume afterwards ends as the lone run (an export onto a full tmpfs: one line, nothing left); a refused or failed run leaves the machine's measurement cache as it was;
 the folder lock is the OS's (gone after kill -9) and follows a folder that --force made anew."""
 
 from __future__ import annotations
@@ -151,6 +151,75 @@ def test_file_size_limit_during_a_checkpoint_is_one_line_and_resume_works(lone, 
     assert all(torch.equal(weights[name], value) for name, value in weights_lone.items())
 
 
+@pytest.fixture
+def small_tmpfs(tmp_path):  # type: ignore[no-untyped-def]
+    """A tmpfs mounted at a fresh folder, sized by the test through ``remount`` (root only: skips elsewhere)."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN); the file-size-limit test covers the rule elsewhere")
+
+    def remount(size: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True)
+
+    yield mount, remount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_tmpfs_during_a_checkpoint_is_one_line_and_resume_works_elsewhere(lone, tmp_path, small_tmpfs):
+    """A real full disk: the run folder on a tmpfs with room for the run but not for another checkpoint. `aot train
+    lm --resume` ends its training, fails to write the checkpoint: one line, exit 2, the previous checkpoint byte for
+    byte as it was, no scratch folder; the folder copied to a roomy disk then resumes to the lone run's end."""
+    mount, remount = small_tmpfs
+    out = mount / "run"
+    shutil.copytree(lone / "run", out)
+    shutil.rmtree(out / "checkpoint")  # only the step-39 checkpoint.prev: the resumed run must write a new one
+    before = {p.name: p.read_bytes() for p in (out / "checkpoint.prev").iterdir()}
+    used = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    model = (lone / "run" / "checkpoint" / "model.safetensors").stat().st_size
+    remount(used + model // 2 + 64 * 1024)  # the folder, half a model file and the logs: no whole checkpoint
+    env = {**os.environ, "AOT_DATA": str(lone / "data"), "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "aot.cli", "train", "lm", "--out", str(out), *TINY, "--resume"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("aot: error:")]
+    assert "No space left on device" in line and "is intact" in line, line
+    assert "Traceback" not in proc.stderr
+    assert {p.name: p.read_bytes() for p in (out / "checkpoint.prev").iterdir()} == before
+    assert not (out / "checkpoint").exists() and not (out / ".checkpoint.tmp").exists()
+    elsewhere = tmp_path / "moved"
+    shutil.copytree(out, elsewhere)
+    _finish(_aot_train(elsewhere, lone / "data", "--resume"))
+    rows, curve, weights = _run_record(elsewhere)
+    rows_lone, curve_lone, weights_lone = _run_record(lone / "run")
+    assert rows == rows_lone and curve == curve_lone
+    assert all(torch.equal(weights[name], value) for name, value in weights_lone.items())
+
+
+def test_an_export_onto_a_full_tmpfs_is_one_line_and_leaves_nothing(lone, small_tmpfs):
+    """`aot export safetensors` and `aot export hf` into a full disk: one line, exit 2, no partial folder."""
+    mount, remount = small_tmpfs
+    remount((lone / "run" / "checkpoint" / "model.safetensors").stat().st_size // 2)
+    for fmt, argv in (
+        ("safetensors", [str(lone / "run"), str(mount / "st")]),
+        ("hf", [str(lone / "run"), str(mount / "hf")]),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "aot.cli", "export", fmt, *argv],
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if fmt == "hf" and "needs transformers" in proc.stderr:
+            continue
+        assert proc.returncode == 2, (fmt, proc.stderr)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("aot: error:")]
+        assert len(errors) == 1 and "No space left on device" in errors[0], (fmt, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert sorted(p.name for p in mount.iterdir()) == [], (fmt, list(mount.iterdir()))
+
+
 # -- the machine's measurement cache --------------------------------------------------------------------------
 
 
@@ -166,7 +235,8 @@ def test_a_refused_or_failed_run_leaves_the_machine_cache_as_it_was(tmp_path, mo
     data.mkdir()
     monkeypatch.setenv("AOT_DATA", str(data))
     (data / "precision.json").write_text(json.dumps({"another machine": {"shape": {"seconds": {}}}}) + "\n")
-    monkeypatch.setattr(peaks, "measure_matmul_peak", lambda dtype, device: {"peak": 1e9})
+    monkeypatch.setattr(peaks, "measure_matmul_peak", lambda dtype, device, *sizes_repeat: {"peak": 1e9})
+    monkeypatch.setattr(peaks.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # quiet: only a quiet peak is cached
     before = _hashes(data)
     argv = ["train", "lm", "--out", str(tmp_path / "short"), *TINY, "--set", "train.precision=auto"]
     assert main([*argv, "--set", "data.val_fraction=0.0001"]) == 2

@@ -4,8 +4,12 @@ The table holds the vendors' dense (no 2:4 sparsity) figures for the SXM parts u
 NVL; ``fp32`` is plain FP32 (CUDA cores), ``tf32`` what fp32 matmuls reach with TF32 enabled.
 On a CPU there is no honest table: :func:`measure_matmul_peak` times large matmuls of the dtype in question, and
 :func:`cpu_peak_flops` keeps that measurement per machine (:mod:`aot.bench.machine_cache`) with its date and the
-load average when it was taken, so that MFU is not divided by a peak re-measured inside every run (on a busy
-machine that peak is low and the MFU reads high). ``aot bench --refresh-peak`` measures it again.
+load average when it was taken. On a busy machine a measured peak is low and an MFU divided by it reads high (a
+run reported MFU 1.09 against a peak cached under load), so the peak a run divides by is never one measured under
+load: only a quiet measurement (1-minute load average at most :data:`QUIET_LOAD` of the cores) is cached, and a
+run takes the larger of that and a short measurement of its own. ``aot bench --refresh-peak`` measures it again.
+A run whose achieved rate still exceeds its peak raises the peak to it and says so
+(:func:`aot.bench.mfu.bounded_mfu`): MFU is never above 1.
 """
 
 from __future__ import annotations
@@ -77,28 +81,52 @@ def measure_matmul_peak(
 REFRESH_COMMAND = "aot bench --refresh-peak"
 _measured: dict[tuple[str, torch.dtype], float] = {}
 
+#: a measurement is quiet (may be cached) when the 1-minute load average is at most this share of the cores
+QUIET_LOAD = 0.5
+#: the short measurement every run makes of its own: one size, a few repeats (a fraction of a second)
+SHORT_SIZES, SHORT_REPEAT = (512,), 3
+
+
+def _measurement(dtype: torch.dtype, load: float, cores: int, short: bool) -> dict:
+    """A CPU matmul peak measured now (``short``: :data:`SHORT_SIZES`, else the full sizes), recorded with the load
+    it was measured under (read before it, so its own work does not count)."""
+    sizes, repeat = (SHORT_SIZES, SHORT_REPEAT) if short else ((1024, 2048), 5)
+    return {
+        "peak": measure_matmul_peak(dtype, "cpu", sizes, repeat)["peak"],
+        "date": now_utc(),
+        "load_1min": load,
+        "cpu_count": cores,
+        "busy": load > QUIET_LOAD * cores,
+        "refresh": REFRESH_COMMAND,
+    }
+
 
 def cpu_peak_flops(dtype: torch.dtype = torch.float32, refresh: bool = False, path: Path | None = None) -> dict:
-    """This machine's CPU matmul peak for ``dtype``: ``{"peak": FLOP/s, "date", "load_1min", "cpu_count",
-    "refresh": command}``, measured once (a few seconds) and then read from the machine cache; ``refresh``
-    measures again. A measurement taken while the 1-minute load average exceeded half the cores says so in
-    ``"busy"``: refresh it when the machine is quiet."""
+    """This machine's CPU matmul peak for ``dtype``, never one measured under load: ``{"peak": FLOP/s, "date",
+    "load_1min", "cpu_count", "busy", "refresh": command, "source": "cached" | "fresh"}``.
+
+    - A measurement is cached (:mod:`aot.bench.machine_cache`) only when it was quiet: the 1-minute load average at
+      most :data:`QUIET_LOAD` × the cores (``"busy": false``); a cached entry that was not (written before this
+      rule) is ignored.
+    - Each call measures a peak now and returns the larger of it and the cached quiet one: under load the fresh
+      one is low and the quiet one wins; a cached peak below what the machine does now gives way (and a quiet
+      fresh one then replaces it in the cache).
+    - The fresh one is the full measurement (a few seconds) when the machine is quiet and has no quiet entry, or
+      with ``refresh`` (``aot bench --refresh-peak``); otherwise a short one (:data:`SHORT_SIZES`, a fraction of
+      a second), so a run on a busy machine pays little for it."""
     path = path or cache_path("peaks")
     key = f"matmul-{dtype_name(dtype)}"
-    entry = None if refresh else read_entry(path, key)
-    if entry is None:
-        load = os.getloadavg()[0]
-        cores = os.cpu_count() or 1
-        entry = {
-            "peak": measure_matmul_peak(dtype, "cpu")["peak"],
-            "date": now_utc(),
-            "load_1min": load,
-            "cpu_count": cores,
-            "busy": load > cores / 2,
-            "refresh": REFRESH_COMMAND,
-        }
-        write_entry(path, key, entry)
-    return entry
+    cached = None if refresh else read_entry(path, key)
+    if cached is not None and (cached.get("busy", True) or not isinstance(cached.get("peak"), (int, float))):
+        cached = None  # measured under load (or unreadable): never divided by
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    quiet = load <= QUIET_LOAD * cores
+    fresh = _measurement(dtype, load, cores, short=not refresh and (cached is not None or not quiet))
+    if cached is not None and float(cached["peak"]) >= fresh["peak"]:
+        return {**cached, "source": "cached"}
+    if quiet:
+        write_entry(path, key, fresh)
+    return {**fresh, "source": "fresh"}
 
 
 def peak_flops(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, tf32: bool = False) -> float:

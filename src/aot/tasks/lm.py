@@ -335,7 +335,8 @@ def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, 
             "tokens": result.seen,
             "tokens_per_second": result.seen_per_second,
             "mfu": result.mfu,
-            "peak_flops": result.peak_flops,
+            "peak_flops": result.peak_flops,  # what mfu divides by: never a peak measured under load
+            "peak_raised": result.peak_raised,  # the achieved rate exceeded the peak, so the peak was raised to it
             "precision": result.precision,
         },
         "val": final["val"],

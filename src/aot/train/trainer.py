@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 from aot.bench.machine_cache import deferred_writes
-from aot.bench.mfu import mfu
-from aot.bench.peaks import peak_flops
+from aot.bench.mfu import bounded_mfu
+from aot.bench.peaks import REFRESH_COMMAND, peak_flops
 from aot.errors import AotError, ConfigError
 from aot.run_folder import METRICS_FILE, follow_lock, write_text_atomic
 from aot.train.checkpoint import (
@@ -178,6 +178,7 @@ class TrainResult:
     losses: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss), the whole run (rank 0)
     evals: list[dict[str, Any]] = field(default_factory=list)
     peak_flops: float = 0.0
+    peak_raised: bool = False  # the achieved rate exceeded the peak, which was raised to it (MFU 1)
     mfu: float = 0.0
     skipped_steps: int = 0  # steps skipped for a non-finite loss or gradient (train.skip_nonfinite)
     precision: dict[str, Any] = field(default_factory=dict)  # the precision used and why (train.precision: auto)
@@ -234,6 +235,7 @@ class Trainer:
         self._last_save = time.monotonic()
         self.precision = "fp32" if cfg.precision == "auto" else cfg.precision  # `auto` is resolved by fit()
         self.precision_choice: dict[str, Any] = {"precision": self.precision, "reason": "not resolved yet"}
+        self.peak, self.peak_raised = 0.0, False  # FLOP/s per process that MFU divides by (set by fit())
 
     def _batch_split(self) -> tuple[int, int, int]:
         world, batch = self.env.world_size, self.cfg.batch_size
@@ -335,18 +337,17 @@ class Trainer:
             pending = state.get("pending_loss", [0.0, 0])  # the log interval the checkpoint fell into
             loss_sum = torch.tensor(float(pending[0]), dtype=torch.float32, device=self.device)
             loss_count = int(pending[1])
-        # the precision (measured for "auto"), then the data-sheet peak on a known GPU or this machine's cached
+        # the precision (measured for "auto"), then the data-sheet peak on a known GPU or this machine's quiet
         # matmul peak: once everything above is checked, and with the generators forked, so they never shift
         # the dropout streams
         cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             self._resolve_precision(plan.state)
-            peak = peak_flops(self.device, self.dtype) if main and self.flops_per_sample else 0.0
+            self.peak = peak_flops(self.device, self.dtype) if main and self.flops_per_sample else 0.0
         if main:
             print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
         result = TrainResult(step=self.step, seen=self.tokens_seen, train_seconds=0, seen_per_second=0, last_loss=0)
-        result.peak_flops = peak
         result.precision = self.precision_choice
         result.branched_from = self.branched_from
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
@@ -369,7 +370,7 @@ class Trainer:
                 summed = all_reduce_mean(loss_sum / max(loss_count, 1))
                 mean_loss = float(summed) if loss_count else float("nan")
                 rate = interval_tokens / max(interval_seconds, 1e-9)
-                utilisation = self._mfu(interval_tokens / self.tokens_per_sample / max(interval_seconds, 1e-9), peak)
+                utilisation = self._mfu(interval_tokens / self.tokens_per_sample / max(interval_seconds, 1e-9))
                 row = dict(
                     step=self.step,
                     tokens=self.tokens_seen,
@@ -408,6 +409,7 @@ class Trainer:
         result.losses = [(int(r["step"]), float(r["loss"])) for r in rows if not r.get("eval")]
         result.evals = [{k: v for k, v in r.items() if k != "eval"} for r in rows if r.get("eval")]
         result.step, result.seen, result.train_seconds = self.step, self.tokens_seen, self.train_seconds
+        result.peak_flops, result.peak_raised = self.peak, self.peak_raised
         result.seen_per_second = self.tokens_seen / max(self.train_seconds, 1e-9)
         result.last_loss = result.losses[-1][1] if result.losses else float("nan")
         result.skipped_steps = self.skipped_steps
@@ -477,10 +479,24 @@ class Trainer:
         self.model.train()
         return scores
 
-    def _mfu(self, samples_per_second: float, peak: float) -> float:
-        if not self.flops_per_sample or not peak:
+    def _mfu(self, samples_per_second: float) -> float:
+        """MFU against ``self.peak`` (per process) — never above 1: a rate above the peak raises the peak to it,
+        once said in one line (:func:`aot.bench.mfu.bounded_mfu`)."""
+        if not self.flops_per_sample or not self.peak:
             return 0.0
-        return mfu(self.flops_per_sample, samples_per_second, peak * self.env.world_size)  # FLOPs per sample here
+        world = self.env.world_size
+        utilisation, used = bounded_mfu(self.flops_per_sample, samples_per_second, self.peak * world)
+        if used > self.peak * world:
+            if not self.peak_raised and self.env.is_main:
+                print(
+                    f"aot: note: this run trains at {used / 1e9:.3g} GFLOP/s, above the peak it divides by "
+                    f"({self.peak * world / 1e9:.3g} GFLOP/s, measured under load?); the peak is raised to the "
+                    f"achieved rate, so MFU reads 1; refresh it on a quiet machine: `{REFRESH_COMMAND}`",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self.peak, self.peak_raised = used / world, True
+        return utilisation
 
     def save(self, pending_loss: tuple[float, int] = (0.0, 0)) -> None:
         """A checkpoint of this step; ``pending_loss`` is the (sum, count) of the log interval in progress, so
