@@ -139,6 +139,14 @@ def test_a_branch_refuses_what_would_not_be_exact(tmp_path, capsys):
     assert main(["train", "lm", "--out", str(long), "--branch-from", str(long / "checkpoint-step4"), "--force"]) == 2
     assert "lies inside --out" in capsys.readouterr().err
     assert (long / "results.json").is_file()
+    weights = long / "checkpoint-step4" / "model.safetensors"  # a damaged checkpoint is named, never trained from
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert main(["train", "lm", "--out", str(tmp_path / "d"), "--branch-from", str(weights.parent)]) == 2
+    err = capsys.readouterr().err
+    assert "model.safetensors does not match its sha256" in err and err.count("\n") == 1
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
 
 
 def test_a_cosine_run_cannot_be_branched(tmp_path, capsys):

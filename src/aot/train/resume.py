@@ -18,6 +18,7 @@ both lengths, where the rate does not depend on ``train.steps`` (:func:`aot.trai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,10 +107,15 @@ def plan_run(out: Path, resume: bool | str | None, force: bool, env: DistEnv) ->
     mode = resume_mode(resume)
     if mode != "no" and force:
         raise AotError("--resume and --force contradict each other: --resume continues the run, --force starts over")
+    return _agreed_plan(lambda: _plan_on_main(out, mode, force), env)
+
+
+def _agreed_plan(decide: Callable[[], RunPlan], env: DistEnv) -> RunPlan:
+    """``decide()`` on rank 0, its plan (or its one-line error) given to every process."""
     outcome: tuple[RunPlan | None, str] = (None, "")
     if env.is_main:
         try:
-            outcome = (_plan_on_main(out, mode, force), "")
+            outcome = (decide(), "")
         except AotError as exc:
             outcome = (None, str(exc))
     agreed: tuple[RunPlan | None, str] = broadcast_from_main(outcome)  # type: ignore[assignment]
@@ -173,18 +179,7 @@ def plan_branch(source: Path, out: Path, fingerprint: dict[str, Any], train: dic
     """The plan of a branch into ``out`` from checkpoint folder ``source`` (verified, and checked by
     :func:`check_branch` against this run's ``fingerprint`` and ``train`` config), decided on rank 0 and given to
     every process; a one-line error on every process otherwise."""
-    outcome: tuple[RunPlan | None, str] = (None, "")
-    if env.is_main:
-        try:
-            outcome = (_branch_on_main(source, out, fingerprint, train), "")
-        except AotError as exc:
-            outcome = (None, str(exc))
-    agreed: tuple[RunPlan | None, str] = broadcast_from_main(outcome)  # type: ignore[assignment]
-    plan, error = agreed
-    if error:
-        raise AotError(error)
-    assert plan is not None
-    return plan
+    return _agreed_plan(lambda: _branch_on_main(source, out, fingerprint, train), env)
 
 
 def _branch_on_main(source: Path, out: Path, fingerprint: dict[str, Any], train: dict[str, Any]) -> RunPlan:
