@@ -63,6 +63,10 @@ class BlockSpec:
     attention_flops: Callable[[Config, float], float] | None = None
     #: the mixer carries a fixed-size state from token to token instead of a KV cache (causal only, no scores)
     recurrent: bool = False
+    #: bytes one layer keeps for the backward pass per token and unit of width, an upper bound (float32; measured
+    #: with autograd's saved-tensor hooks in tests/models/test_budget.py): what ``aot.models.budget`` estimates a
+    #: training step's activations with before anything is built
+    activation_bytes: int = 128
     #: the mixer is MSSA, with subspace bases U_k (``tied_output`` chooses how it lifts back)
     subspace: bool = False
     #: ``aot.lens.to_hooked_transformer`` maps it onto a TransformerLens HookedTransformer

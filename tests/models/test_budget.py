@@ -156,8 +156,8 @@ def _saved_bytes(model: torch.nn.Module, inputs: tuple) -> int:
 
 @pytest.mark.parametrize("name", [n for n in PRESETS if n.endswith("-cpu")])
 def test_activation_estimate_against_what_autograd_keeps(name):
-    """k = 128 bytes per token, layer and unit of width is above what every block keeps for backward (measured at
-    d = 64, 2 layers, 2 × 64 tokens), except Mamba's, which the docstring says is about 5× low."""
+    """The block's k (BlockSpec.activation_bytes: 128 bytes per token, layer and unit of width, Mamba's 768) is above
+    what it keeps for backward (measured at d = 64, 2 layers, 2 × 64 tokens); Mamba's within 2×."""
     if _needs_mamba(name):
         pytest.importorskip("mambapy")
     torch.manual_seed(0)
@@ -176,10 +176,9 @@ def test_activation_estimate_against_what_autograd_keeps(name):
         tokens = budget.image_tokens(cfg)
     measured = _saved_bytes(build_model(cfg), inputs)
     estimate = budget.training_need(cfg, build_model, rows, tokens).parts["activations"]
-    if cfg.block == "mamba":
-        assert 3 < measured / estimate < 8
-    else:
-        assert measured <= estimate
+    assert measured <= estimate
+    if cfg.block == "mamba":  # its k was once the attention blocks' 128, 5x low: it is fitted to the measurement now
+        assert estimate < 2 * measured
 
 
 def test_generation_and_forward_needs_grow_with_what_they_say():

@@ -19,13 +19,13 @@ no storage) by the builder the caller passes (``build_model``, or the head class
 multiplies by U twice, CRATE's ISTA by its dictionary three times.) ``tests/models/test_budget.py`` checks the
 count against ``num_params()`` for every preset.
 
-Activations (training only; a rough, stated estimate, not a measurement): :data:`ACTIVATION_BYTES` = k bytes per
-token, layer and unit of width, ``B·T·d·L·k`` for B rows per forward pass, plus :data:`HEAD_COPIES` float32
-copies of the head's output (logits, their log-softmax, their gradient). Measured with
-``torch.autograd.graph.saved_tensors_hooks`` (what autograd keeps for the backward pass, float32, CPU fused
-attention), one layer keeps 16–97 bytes per token and unit of width for the attention blocks (MSSA least,
-Llama's SwiGLU most) and ~75 for causal linear attention, so k = 128 is above all of them; Mamba's selective
-scan keeps ~610 (its expanded state), so for ``mamba`` the estimate is about 5× low. It is a guard against
+Activations (training only; a rough, stated estimate, not a measurement): k bytes per token, layer and unit of
+width, the block's :attr:`aot.blockspec.BlockSpec.activation_bytes`, so ``B·T·d·L·k`` for B rows per forward
+pass, plus :data:`HEAD_COPIES` float32 copies of the head's output (logits, their log-softmax, their gradient).
+Measured with ``torch.autograd.graph.saved_tensors_hooks`` (what autograd keeps for the backward pass, float32,
+CPU fused attention), one layer keeps 16–97 bytes per token and unit of width for the attention blocks (MSSA
+least, Llama's SwiGLU most) and ~75 for causal linear attention, under their k = 128 (:data:`ACTIVATION_BYTES`,
+the default); Mamba's selective scan keeps ~610 (its expanded state), under its k = 768. It is a guard against
 configs that cannot fit, not a promise that the others will.
 
 Machine memory (:func:`machine_memory`): the smallest of physical memory, ``MemAvailable`` (/proc/meminfo), a
@@ -48,12 +48,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from aot.blockspec import BlockSpec, block_spec
 from aot.config import ModelConfig
 from aot.errors import ConfigError
 
 GiB = 2**30
-#: k: bytes of activations kept for the backward pass per token, layer and unit of width (see the docstring)
-ACTIVATION_BYTES = 128
+#: k: bytes of activations kept for the backward pass per token, layer and unit of width, for a block whose spec
+#: does not say otherwise (see the docstring)
+ACTIVATION_BYTES = BlockSpec.activation_bytes
 #: float32 copies of the head's output a training step holds at once: logits, log-softmax, their gradient
 HEAD_COPIES = 3
 #: float32 tensors per parameter for each optimizer: the weight, its gradient and the optimizer's state
@@ -273,7 +275,7 @@ def training_need(
     tokens = rows * seq_len
     parts = {
         "weights, gradients and optimizer state": copies * size.bytes,
-        "activations": tokens * cfg.n_embd * cfg.n_layer * ACTIVATION_BYTES
+        "activations": tokens * cfg.n_embd * cfg.n_layer * block_spec(cfg.block).activation_bytes
         + tokens * head_width(cfg) * 4 * HEAD_COPIES,
         **(data or {}),
     }
@@ -288,7 +290,10 @@ def forward_need(cfg: ModelConfig, rows: int, seq_len: int, hooked: bool = False
     reading ``hook_pattern`` takes the reference attention path)."""
     tokens = rows * seq_len
     layers = cfg.n_layer if hooked else 1
-    parts = {"activations": tokens * cfg.n_embd * layers * ACTIVATION_BYTES + tokens * head_width(cfg) * 4 * 2}
+    parts = {
+        "activations": tokens * cfg.n_embd * layers * block_spec(cfg.block).activation_bytes
+        + tokens * head_width(cfg) * 4 * 2
+    }
     if hooked:
         parts["attention patterns"] = rows * cfg.n_head * seq_len * seq_len * 4 * cfg.n_layer
     return Need(parts, f"{rows:,} rows of {seq_len:,} tokens")

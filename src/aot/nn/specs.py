@@ -137,6 +137,9 @@ LINEAR_ATTN = register_block(
     )
 )
 
-MAMBA = register_block(BlockSpec(name="mamba", block=AttentionOnlyBlock, mixer=MambaMixer, recurrent=True))
+# the selective scan keeps its expanded state (~610 bytes per token and unit of width measured at d = 64)
+MAMBA = register_block(
+    BlockSpec(name="mamba", block=AttentionOnlyBlock, mixer=MambaMixer, recurrent=True, activation_bytes=768)
+)
 
 __all__ = ["AOT_MHSA", "AOT_MSSA", "CRATE", "LINEAR_ATTN", "LLAMA", "MAMBA", "TRANSFORMER"]
