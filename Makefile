@@ -6,17 +6,24 @@ STAMP := $(VENV)/.installed
 # Where pip gets torch. Empty: pip's own configuration. `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu`
 # installs the pinned torch (requirements-ci.txt) as PyTorch's CPU build first, on a machine whose pip would pick CUDA.
 TORCH_INDEX ?=
+# timm for `make install-timm` (aot[timm]); not in requirements-ci.txt: its torchvision must match the torch build
+TIMM ?= timm==1.0.31
 
-.PHONY: install run report test test-all lint typecheck check clean
+.PHONY: install install-timm run report test test-all lint typecheck check clean
 
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt
-	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,mamba,icl]'
+	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,hf-data,eval,lens,mamba,icl]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv with the pinned CPU torch and the package (editable)
+install: $(STAMP)  ## create .venv with the pinned CPU torch, the package (editable) and the libraries its adapters meet
+
+# timm needs the torchvision built for the installed torch (0.28.0+cpu for 2.13.0+cpu: download.pytorch.org only);
+# refuses in one line, installing nothing, when that build is not reachable or pip would replace torch
+install-timm: $(STAMP)  ## timm beside the installed torch, or one line saying why not (scripts/install_timm.py)
+	$(PY) scripts/install_timm.py '$(TIMM)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 
 run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM, write runs/lm (time: benchmarks/main_job)
 	$(AOT) train lm --out runs/lm --resume auto
