@@ -204,7 +204,8 @@ def test_huggingface_dataset_name_reads_the_text_column(monkeypatch):
         calls.append((name, config, split))
         return FakeDataset()
 
-    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    offline = types.SimpleNamespace(HF_HUB_OFFLINE=True)  # datasets reads its cache; aot.data.hub does not probe
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset, config=offline))
     assert load_text("hf:wikitext:wikitext-2-raw-v1") == "first line\nsecond line"
     assert calls == [("wikitext", "wikitext-2-raw-v1", "train")]
 

@@ -6,10 +6,11 @@ A corpus is named by one string:
   into the data directory (``$AOT_DATA`` or ``~/.cache/aot``) and read from there;
 - a path to a UTF-8 text file or a folder of ``*.txt`` files (read in sorted order; a file that is not UTF-8 is a
   one-line error naming it);
-- ``hf:NAME[:CONFIG]`` — a HuggingFace ``datasets`` name, when the user has ``datasets`` and the data
-  (the ``text`` column of the ``train`` split, joined by newlines).
+- ``hf:NAME[:CONFIG]`` — a HuggingFace ``datasets`` name, when the user has ``datasets`` (the ``text`` column of
+  the ``train`` split, joined by newlines), from the hub or datasets' cache (:mod:`aot.data.hub`: an unreachable
+  hub is one line at once).
 
-Nothing here downloads at import or at read time; only :func:`fetch_corpus` reaches PyPI / apt.
+Nothing else here downloads at import or at read time; only :func:`fetch_corpus` reaches PyPI / apt.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from aot.data.hub import load_hub_dataset
 from aot.errors import AotError
 from aot.interpreter import module_argv
 from aot.run_folder import atomic_target
@@ -239,18 +241,11 @@ def _read_text_file(path: Path) -> str:
 
 
 def _load_hf(name: str) -> str:
-    try:
-        import datasets  # type: ignore[import-not-found]
-    except ImportError:
-        raise AotError(f"corpus 'hf:{name}' needs HuggingFace datasets: pip install 'aot[hf-data]'") from None
-    dataset_name, _, config = name.partition(":")
-    try:
-        dataset = datasets.load_dataset(dataset_name, config or None, split="train")
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise AotError(f"cannot load HuggingFace dataset {dataset_name!r}: {first}") from None
+    """The ``text`` column of the ``train`` split of HuggingFace dataset ``NAME[:CONFIG]`` (:mod:`aot.data.hub`:
+    one line at once when the hub cannot be reached)."""
+    dataset = load_hub_dataset(name, f"corpus 'hf:{name}'", "use a local .txt file or folder", split="train")
     if "text" not in dataset.column_names:
-        raise AotError(f"HuggingFace dataset {dataset_name!r} has no 'text' column (columns: {dataset.column_names})")
+        raise AotError(f"HuggingFace dataset {name!r} has no 'text' column (columns: {dataset.column_names})")
     return "\n".join(dataset["text"])
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from aot.data.corpora import data_dir
+from aot.data.hub import load_hub_dataset
 from aot.errors import AotError
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -301,16 +302,8 @@ def load_image_folder(root: Path, seed: int = 0) -> tuple[dict[str, tuple[np.nda
 
 
 def load_hf_images(name: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
-    """A HuggingFace ``datasets`` image set already on disk (``train`` and ``test`` splits)."""
-    try:
-        import datasets
-    except ImportError:
-        raise AotError(f"image set 'hf:{name}' needs the HuggingFace datasets package: pip install datasets") from None
-    try:
-        loaded = datasets.load_dataset(name)
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise AotError(f"cannot load image set 'hf:{name}' from the local datasets cache: {first}") from None
+    """A HuggingFace ``datasets`` image set (``train`` and ``test`` splits), from the hub or its local cache."""
+    loaded = load_hub_dataset(name, f"image set 'hf:{name}'", "use a folder with one sub-folder per class")
     splits = {}
     for split in ("train", "test"):
         if split not in loaded:
