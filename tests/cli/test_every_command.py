@@ -161,6 +161,8 @@ BENCH += ["--device", "cpu", "--set", "bench.n_embd=16", "--set", "bench.n_head=
 BENCH += ["--set", "bench.peak_sizes=[64]"]
 REPRODUCE = ["reproduce", "--preset", "tiny", "--only"]
 SWEEP = ["sweep", "icl", "--plan", *(item for item in TINY["icl"] if item not in ("--device", "cpu"))]
+SCALING_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"  # synthetic runs
+SCALING = ["scaling", "fit", "--reference", "transformer", "--starts", "1", "--bootstrap", "2", "--boot-starts", "1"]
 
 COMMANDS: dict[str, Command] = {
     "models": Command(good=lambda sb: ["models", "--json"]),
@@ -177,6 +179,13 @@ COMMANDS: dict[str, Command] = {
         texts={"--config": lambda sb, p: [*SWEEP, "--out", sb.path("new"), "--config", p]},
         out=lambda sb, p: [a for a in SWEEP if a != "--plan"] + ["--device", "cpu", "--out", p],
         accept={"--seeds": ("0", "1000000000000")},
+    ),
+    "scaling fit": Command(
+        good=lambda sb: [*SCALING, str(SCALING_RUNS), "--out", sb.path("new")],
+        texts={"RESULTS": lambda sb, p: [*SCALING, p, "--out", sb.path("new")]},
+        out=lambda sb, p: [*SCALING, str(SCALING_RUNS), "--out", p],
+        accept={**SEED, "--bootstrap": ("0",)},
+        costly=True,
     ),
     "eval lm": Command(
         good=lambda sb: eval_lm(sb, sb.path("lm")),

@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "aot.cli.data",
     "aot.cli.train",
     "aot.cli.sweep",
+    "aot.cli.scaling",
     "aot.cli.eval",
     "aot.cli.viz",
     "aot.cli.analyze",

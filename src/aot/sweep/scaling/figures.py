@@ -1,0 +1,103 @@
+"""The figures of a fitted study (:func:`aot.sweep.scaling.study.fit_study`'s results): loss against training FLOPs
+per family with its fitted compute frontier, and the gap to the reference family against compute, each with its
+bootstrap band. Beyond the largest recorded run the lines are dashed: an extrapolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aot.sweep.scaling.frontier import FlopsModel
+from aot.sweep.scaling.law import Law
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _band(est: dict[str, Any], scale: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, low, high) arrays of an estimate along the FLOPs grid (NaN where undefined)."""
+
+    def arr(key: str) -> np.ndarray:
+        return scale * np.array([np.nan if v is None else v for v in est[key]], dtype=float)
+
+    return arr("value"), arr("low"), arr("high")
+
+
+def _split_plot(ax: Any, x: np.ndarray, y: np.ndarray, edge: float, color: Any, label: str) -> None:
+    """``y`` against ``x``: solid up to ``edge`` (the recorded runs), dashed beyond."""
+    inside = x <= edge * (1 + 1e-9)
+    ax.plot(x[inside], y[inside], "-", color=color, lw=1.8, label=label)
+    if (~inside).any():
+        start = max(int(inside.sum()) - 1, 0)
+        ax.plot(x[start:], y[start:], "--", color=color, lw=1.4)
+
+
+def draw_frontier(results: dict[str, Any], path: Path, units: str = "val loss") -> Path:
+    """Each family's runs (loss against training FLOPs; error bars: the loss's standard error where recorded), the
+    fitted law along each recorded size (thin) and the compute frontier with its band."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    flops = np.array(results["frontier"]["flops"])
+    edge = results["frontier"]["recorded_max"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, fam) in enumerate(results["families"].items()):
+        color = colors[i % len(colors)]
+        runs = [r for r in results["runs"] if r["family"] == name]
+        se = [r["loss_se"] or 0.0 for r in runs]
+        ax.errorbar([r["flops_used"] for r in runs], [r["loss"] for r in runs], yerr=se, fmt="o", ms=4,
+                    color=color, alpha=0.8)  # fmt: skip
+        law = Law(**{k: v["value"] for k, v in fam["law"].items()})
+        fm = FlopsModel(**fam["flops_model"])
+        for n in fam["sizes"]:
+            mine = [r["flops_used"] for r in runs if r["params"] == n]
+            c = np.geomspace(min(mine), max(mine), 20)
+            ax.plot(c, law.loss(n, fm.tokens(n, c)), "-", color=color, lw=0.7, alpha=0.45)
+        value, low, high = _band(results["frontier"]["families"][name]["loss"])
+        ax.fill_between(flops, low, high, color=color, alpha=0.15, lw=0)
+        _split_plot(ax, flops, value, edge, color, f"{name} (frontier; runs: {fam['runs']})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training FLOPs")
+    ax.set_ylabel(units)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title("Loss against training compute: runs, fitted law per size, compute frontier (95 % band)", fontsize=9)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def draw_gap(results: dict[str, Any], path: Path) -> Path:
+    """Each family's relative gap to the reference on the compute frontiers, in %, with its band."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    gap = results["gap"]
+    flops = np.array(gap["flops"])
+    edge = results["frontier"]["recorded_max"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = list(results["families"])
+    for name, est in gap["families"].items():
+        color = colors[names.index(name) % len(colors)]
+        value, low, high = _band(est, 100)
+        ax.fill_between(flops, low, high, color=color, alpha=0.18, lw=0)
+        _split_plot(ax, flops, value, edge, color, name)
+    ax.axhline(0, color="grey", lw=1)
+    ax.axvline(edge, color="grey", ls=":", lw=1)
+    ax.annotate("largest run → extrapolation", (edge, 0), xytext=(4, 6), textcoords="offset points", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("training FLOPs")
+    ax.set_ylabel(f"loss gap to {results['reference']} on the frontier (%)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title("L_family / L_reference − 1 at equal compute (95 % band)", fontsize=9)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

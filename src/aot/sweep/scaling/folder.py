@@ -1,0 +1,78 @@
+"""What ``aot scaling fit RESULTS --out DIR`` does: read the runs of a file, fit the study, and write DIR/results.json
+(the fit: every law with its intervals, the frontier, the gaps, the points, the runs read, the machine), DIR/table.md
+and the figures DIR/frontier.png and DIR/gap.png (with a reference family). Every input is checked before any work
+and nothing is written when one is refused; the files are replaced atomically under the folder's lock."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aot.errors import ConfigError
+from aot.run_folder import RESULTS_FILE, check_output_dir, file_sha256, folder_lock, write_text_atomic
+from aot.runinfo import machine_info
+from aot.sweep.scaling.figures import draw_frontier, draw_gap
+from aot.sweep.scaling.render import study_markdown
+from aot.sweep.scaling.runs import read_scaling_runs
+from aot.sweep.scaling.study import FitSettings, Point, fit_study
+
+TABLE_FILE = "table.md"
+FRONTIER_FIGURE = "frontier.png"
+GAP_FIGURE = "gap.png"
+POINT_FORM = "LABEL=FAMILY,N,D (e.g. 'GPT-2 Base=transformer,85e6,2.95e11')"
+
+
+def parse_point(text: str) -> Point:
+    """``LABEL=FAMILY,N,D`` → a :class:`Point`; a one-line error for anything else."""
+    label, sep, rest = text.rpartition("=")
+    parts = [p.strip() for p in rest.split(",")]
+    if not sep or not label.strip() or len(parts) != 3 or not parts[0]:
+        raise ConfigError(f"--at {text!r} must look like {POINT_FORM}")
+    try:
+        n, d = float(parts[1]), float(parts[2])
+    except ValueError:
+        raise ConfigError(f"--at {text!r}: N and D must be numbers; the form is {POINT_FORM}") from None
+    if not (0 < n < float("inf") and 0 < d < float("inf")):
+        raise ConfigError(f"--at {text!r}: N and D must be finite numbers > 0")
+    return Point(label.strip(), parts[0], n, d)
+
+
+def fit_runs_file(
+    runs_path: str | Path,
+    out: str | Path,
+    *,
+    family: str | None = None,
+    loss: str = "val_loss",
+    reference: str | None = None,
+    points: Sequence[str] = (),
+    settings: FitSettings | None = None,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Fit the runs of ``runs_path`` and write the study into ``out``; returns the results written."""
+    settings = (settings or FitSettings()).check()
+    parsed = [parse_point(p) for p in points]
+    if len({p.label for p in parsed}) != len(parsed):
+        raise ConfigError("--at gives one label twice; give each point its own label")
+    if loss and not re.fullmatch(r"[A-Za-z_]\w*", loss):
+        raise ConfigError(f"--loss {loss!r} must name a field of the runs (e.g. val_loss)")
+    out = check_output_dir(out)
+    runs_path = Path(runs_path)
+    runs = read_scaling_runs(runs_path, family, loss)
+    families = sorted({r.family for r in runs})
+    log(f"fitting {len(runs)} runs of {len(families)} families ({', '.join(families)}) from {runs_path}")
+    results = fit_study(runs, reference, parsed, settings, source=repr(str(runs_path)))
+    results = {
+        "source": {"path": str(runs_path), "sha256": file_sha256(runs_path), "loss": loss},
+        **results,
+        "machine": machine_info(),
+    }
+    with folder_lock(out):
+        write_text_atomic(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
+        write_text_atomic(out / TABLE_FILE, study_markdown(results, source=str(runs_path)))
+        draw_frontier(results, out / FRONTIER_FIGURE, units=loss)
+        if reference is not None:
+            draw_gap(results, out / GAP_FIGURE)
+    return results

@@ -1,0 +1,177 @@
+"""The parametric loss law L(N, D) = E + A / N^α + B / D^β and its fit by Hoffmann et al. 2022, approach 3.
+
+Hoffmann et al., *Training Compute-Optimal Large Language Models* (arXiv 2203.15556), §3.3 and appendix D.2: with
+A = e^a, B = e^b, E = e^e the law is written L̂(N, D) = LSE(a − α log N, b − β log D, e) on the log scale, and
+(a, b, e, α, β) minimise Σ_i Huber_δ(LSE(a − α log N_i, b − β log D_i, e) − log L_i) with δ = 10⁻³, by L-BFGS
+started from a grid of initialisations (α, β ∈ {0, 0.5, …, 2}, e ∈ {−1, −0.5, …, 1}, a, b ∈ {0, 5, …, 25});
+the best local minimum is kept. Here the grid's objective is evaluated in one batched call and L-BFGS
+(``torch.optim.LBFGS``, strong-Wolfe line search, float64) runs from its ``starts`` best points (all 4,500 with
+``starts=None``: the paper's procedure; each start costs ~0.1 s on a CPU). Runs may carry weights (the counts of
+a bootstrap resample, :mod:`aot.sweep.scaling.bootstrap`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from aot.errors import AotError
+
+#: Hoffmann et al.'s Huber δ on log L
+HUBER_DELTA = 1e-3
+#: the paper's grid of initialisations, as (a, b, e, α, β) rows
+INIT_GRID: tuple[tuple[float, ...], ...] = tuple(
+    (a, b, e, alpha, beta)
+    for a, b, e, alpha, beta in itertools.product(
+        (0.0, 5.0, 10.0, 15.0, 20.0, 25.0),
+        (0.0, 5.0, 10.0, 15.0, 20.0, 25.0),
+        (-1.0, -0.5, 0.0, 0.5, 1.0),
+        (0.0, 0.5, 1.0, 1.5, 2.0),
+        (0.0, 0.5, 1.0, 1.5, 2.0),
+    )
+)
+PARAMETERS = ("E", "A", "alpha", "B", "beta")
+
+
+@dataclass(frozen=True)
+class Law:
+    """L(N, D) = E + A / N^α + B / D^β (N: non-embedding parameters, D: training tokens)."""
+
+    E: float
+    A: float
+    alpha: float
+    B: float
+    beta: float
+
+    def loss(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        """The law at (N, D), elementwise."""
+        n, d = np.asarray(n, dtype=float), np.asarray(d, dtype=float)
+        return self.E + self.A * n**-self.alpha + self.B * d**-self.beta
+
+    def values(self) -> dict[str, float]:
+        return {name: float(getattr(self, name)) for name in PARAMETERS}
+
+    @classmethod
+    def from_theta(cls, theta: Sequence[float]) -> Law:
+        """From the fit's coordinates (a, b, e, α, β)."""
+        a, b, e, alpha, beta = (float(t) for t in theta)
+        return cls(E=math.exp(e), A=math.exp(a), alpha=alpha, B=math.exp(b), beta=beta)
+
+    def theta(self) -> list[float]:
+        """The fit's coordinates (a, b, e, α, β) = (log A, log B, log E, α, β)."""
+        return [math.log(self.A), math.log(self.B), math.log(self.E), self.alpha, self.beta]
+
+
+@dataclass(frozen=True)
+class LawFit:
+    """The best local minimum of the Huber objective: the law, its objective (Σ Huber / δ), how many L-BFGS starts
+    ran and how many of them ended within 10⁻⁶ (relative) of the best (1 of many: a rugged objective)."""
+
+    law: Law
+    objective: float
+    starts: int
+    agreeing: int
+
+
+@dataclass(frozen=True)
+class Observations:
+    """The runs a law is fitted to, on the log scale, as float64 tensors: log N, log D, log L."""
+
+    log_n: torch.Tensor
+    log_d: torch.Tensor
+    log_loss: torch.Tensor
+
+    @classmethod
+    def of(
+        cls, n: Sequence[float] | np.ndarray, d: Sequence[float] | np.ndarray, loss: Sequence[float]
+    ) -> Observations:
+        def log(values: Sequence[float] | np.ndarray) -> torch.Tensor:
+            return torch.log(torch.as_tensor(np.asarray(values, dtype=float), dtype=torch.float64))
+
+        return cls(log(n), log(d), log(loss))
+
+    def __len__(self) -> int:
+        return len(self.log_loss)
+
+
+def objective(
+    theta: torch.Tensor, obs: Observations, weights: torch.Tensor | None = None, delta: float = HUBER_DELTA
+) -> torch.Tensor:
+    """Σ_i w_i Huber_δ(LSE(a − α log N_i, b − β log D_i, e) − log L_i) / δ for each row (a, b, e, α, β) of
+    ``theta`` (shape (..., 5)); Hoffmann et al. eq. (D.2) (the division by δ only rescales it, so that L-BFGS's
+    tolerances do not depend on δ)."""
+    a, b, e, alpha, beta = (t[..., None] for t in theta.unbind(-1))
+    by_size, by_data = a - alpha * obs.log_n, b - beta * obs.log_d
+    terms = torch.stack([by_size, by_data, e.expand_as(by_size)], -1)
+    predicted = torch.logsumexp(terms, -1)
+    huber = torch.nn.functional.huber_loss(predicted, obs.log_loss.expand_as(predicted), reduction="none", delta=delta)
+    return (huber if weights is None else weights * huber).sum(-1) / delta
+
+
+def grid_starts(obs: Observations, weights: torch.Tensor | None, starts: int | None) -> torch.Tensor:
+    """The ``starts`` points of :data:`INIT_GRID` with the lowest objective (every point with ``None``)."""
+    grid = torch.tensor(INIT_GRID, dtype=torch.float64)
+    if starts is None or starts >= len(grid):
+        return grid
+    with torch.no_grad():
+        values = objective(grid, obs, weights)
+    return grid[torch.argsort(values)[:starts]]
+
+
+def lbfgs(
+    theta: torch.Tensor, obs: Observations, weights: torch.Tensor | None = None, max_iter: int = 500
+) -> tuple[torch.Tensor, float]:
+    """A local minimum of :func:`objective` from ``theta`` (5 numbers) by ``torch.optim.LBFGS`` (strong-Wolfe line
+    search); returns it and its objective (infinite when the run left the finite numbers). L-BFGS moves
+    a − α·mean(log N) and b − β·mean(log D) instead of a and b: the same minima, but a and α no longer move
+    together along the data's long lever arm (log N ≈ 12-20), which cuts the iterations by a third."""
+    lever = torch.stack([obs.log_n.mean(), obs.log_d.mean()])
+
+    def raw(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x[:2] + x[3:5] * lever, x[2:]])
+
+    x = torch.cat([theta[:2] - theta[3:5] * lever, theta[2:]]).detach().requires_grad_(True)
+    optimizer = torch.optim.LBFGS(
+        [x], lr=1.0, max_iter=max_iter, tolerance_grad=1e-9, tolerance_change=1e-12, history_size=10,
+        line_search_fn="strong_wolfe",
+    )  # fmt: skip
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = objective(raw(x), obs, weights)
+        value.backward()
+        return value
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        end = raw(x)
+        value = float(objective(end, obs, weights))
+    return end, value if math.isfinite(value) and bool(torch.isfinite(end).all()) else math.inf
+
+
+def fit_law(
+    obs: Observations,
+    weights: torch.Tensor | None = None,
+    starts: int | None = 32,
+    extra_starts: Sequence[Sequence[float]] = (),
+) -> LawFit:
+    """The law of ``obs`` (optionally weighted): L-BFGS from the ``starts`` best points of the paper's grid (all
+    with ``None``) and from ``extra_starts`` (θ = (a, b, e, α, β) rows, e.g. an earlier fit); the best minimum.
+    A one-line :class:`AotError` when no start ends at a finite objective."""
+    points = grid_starts(obs, weights, starts)
+    if extra_starts:
+        points = torch.cat([torch.tensor(list(extra_starts), dtype=torch.float64), points])
+    with torch.no_grad():
+        before = objective(points, obs, weights)
+    ends = [lbfgs(p, obs, weights) for p, v in zip(points, before) if torch.isfinite(v)]
+    finite = [(theta, value) for theta, value in ends if math.isfinite(value)]
+    if not finite:
+        raise AotError("the scaling-law fit found no finite minimum from any start; are the losses positive numbers?")
+    theta, best = min(finite, key=lambda tv: tv[1])
+    agreeing = sum(value - best <= 1e-6 * best + 1e-10 for _, value in finite)
+    return LawFit(Law.from_theta(theta.tolist()), best, len(points), agreeing)
