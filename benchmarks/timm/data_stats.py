@@ -11,12 +11,13 @@ the set's, as timm's ImageNet mean / std are ImageNet's.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
 import torch
 
-from aot.data.images import FASHION_MNIST_DIR, channel_stats, load_fashion_mnist
+from aot.data.images import FASHION_MNIST_DIR, channel_stats, fashion_mnist_files, load_fashion_mnist
 from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         **machine_info(),
         "command": "python benchmarks/timm/data_stats.py",
-        "root": str(args.root),
+        "train_images_sha256": hashlib.sha256(fashion_mnist_files(args.root)["train"][0].read_bytes()).hexdigest(),
         "fashion-mnist": {"images": len(images), "shape": list(images.shape[1:]), "mean": mean, "std": std},
     }
     write_text_atomic(OUT, json.dumps(record, indent=2) + "\n")
