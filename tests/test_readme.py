@@ -23,6 +23,31 @@ def test_readme_python_snippet_runs_and_its_initial_loss_is_near_ln_vocab(tmp_pa
     loss = namespace["loss"].item()
     assert abs(loss - math.log(vocab)) < 0.3, f"loss at init {loss:.3f}, ln(vocab) = {math.log(vocab):.3f}"
     assert (tmp_path / "my-model" / "model.safetensors").is_file()
+    assert namespace["run"].model.num_params() == namespace["model"].num_params()  # load_run read it back
+
+
+def use_it_from_python() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text[text.index("## Use it from Python") :].split("\n## ", 1)[0]
+
+
+def test_the_package_and_the_readme_name_the_same_entry_points():
+    """help(aot) and the README's "Use it from Python" name how to load a run, build a model, and reach each library
+    (HF, TransformerLens, lm-eval, timm); each named module exists and `aot eval harness` is a command."""
+    import importlib.util
+
+    import aot
+    from aot.cli import build_parser
+
+    names = ["load_run", "build_model", "preset_config", "aot.hf", "aot.lens", "aot eval harness"]
+    names += ["aot.eval.lm_eval_model", "aot.models.timm_models", "docs/integrations.md"]
+    section = use_it_from_python()
+    for name in names:
+        assert name in (aot.__doc__ or ""), f"aot's docstring does not name {name}"
+        assert name in section, f"the README's 'Use it from Python' does not name {name}"
+    for module in ("aot.hf", "aot.lens", "aot.eval.lm_eval_model", "aot.models.timm_models"):
+        assert importlib.util.find_spec(module) is not None, module
+    assert build_parser().parse_args(["eval", "harness", "runs/lm"]).run_dir == "runs/lm"
 
 
 # -- the main job's numbers come from benchmarks/main_job/results.json ---------------------------------------
