@@ -93,13 +93,14 @@ def model_sets(family: Family, width: int) -> list[str]:
     ]
 
 
-def common_sets(steps: int, lr: float, seed: int) -> list[str]:
+def common_sets(steps: int, lr: float, seed: int, schedule: str = "wsd") -> list[str]:
+    shape = [f"train.decay_fraction={DECAY_FRACTION}"] if schedule == "wsd" else []
     return [
         f"train.steps={steps}",
         f"train.lr={lr:g}",
         f"train.seed={seed}",
-        "train.schedule=wsd",
-        f"train.decay_fraction={DECAY_FRACTION}",
+        f"train.schedule={schedule}",
+        *shape,
         "train.precision=fp32",
         "train.eval_every=0",
         "train.checkpoint_minutes=5",
@@ -109,7 +110,7 @@ def common_sets(steps: int, lr: float, seed: int) -> list[str]:
 
 @dataclass
 class Job:
-    kind: str  # sweep | main | branch
+    kind: str  # sweep | main | branch | cosine
     family: str
     size: int
     width: int
@@ -204,6 +205,30 @@ def seed_budgets(family: Family, size: int) -> list[tuple[int, tuple[int, ...]]]
     if size == len(family.widths) - 1:
         plan.append((1, (SWEEP_STEPS,)))
     return plan
+
+
+COSINE_CHECK = (("gpt2", 0), ("aot-mssa", 0))  # (family, size) where WSD branches meet cosine runs
+
+
+def cosine_jobs(rows: list[dict[str, Any]]) -> list[Job]:
+    """The check that a cooldown branch is as good as a from-scratch cosine run of its budget (Hägele et al. 2024
+    find WSD with a 20 % 1-sqrt cooldown matches cosine): cosine runs at 2 and 4 M tokens, seeds 0 and 1, at the
+    smallest size of two families, beside the WSD rows of the same size, budgets and seeds."""
+    jobs = []
+    for name, size in COSINE_CHECK:
+        family = FAMILIES[name]
+        lr = lr_rule(rows, family, size)
+        if lr is None:
+            continue
+        width = family.widths[size]
+        for seed in (0, 1):
+            for steps in (500, 1000):
+                folder = RUNS / "cosine" / f"{family.name}-d{width}-s{seed}-{steps}"
+                argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(steps, lr, seed, "cosine"))]
+                jobs.append(
+                    Job("cosine", family.name, size, width, steps, lr, seed, folder, [*argv, "--out", str(folder)])
+                )
+    return jobs
 
 
 def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
@@ -316,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         sweeps = sweep_jobs()
         mains, waiting = main_jobs(rows)
+        mains += cosine_jobs(rows)
         jobs = (sweeps if args.only != "main" else []) + (mains if args.only != "sweep" else [])
         rows = collect(sweeps + mains, rows)
         write_rows(rows)
