@@ -78,10 +78,14 @@ def register_hf(subparsers: argparse._SubParsersAction) -> None:
         help="a language-model run as a HuggingFace folder (AutoModelForCausalLM, AutoTokenizer)",
         description=textwrap.fill(
             "Write OUT_DIR with config.json + model.safetensors of AotForCausalLM (a transformers PreTrainedModel "
-            "that wraps the run's model), the tokenizer as a PreTrainedTokenizerFast (bytes: a 256-token byte-level "
-            "vocabulary, id = byte value; gpt2: GPT-2's BPE; bpe-N: the run's trained BPE) and a README. After "
-            "`import aot.hf`, AutoModelForCausalLM.from_pretrained(OUT_DIR) and generate() (greedy, sampling, "
-            "beam) work; `aot sample` and `aot eval lm` read the folder too. Needs aot[hf].",
+            "that wraps the run's model), its modelling code (modeling_aot.py and configuration_aot.py: aot's own "
+            "code for the model, needing only torch and transformers, named by config.json's auto_map), the "
+            "tokenizer as a PreTrainedTokenizerFast (bytes: a 256-token byte-level vocabulary, id = byte value; "
+            "gpt2: GPT-2's BPE; bpe-N: the run's trained BPE; eos, bos and pad set, model_max_length the context) "
+            "and a README. Where aot is not installed, AutoModelForCausalLM.from_pretrained(OUT_DIR, "
+            "trust_remote_code=True) loads it; after `import aot.hf`, from_pretrained(OUT_DIR) does. generate() "
+            "(greedy, sampling, beam) slides its window past the context as `aot sample` does; `aot sample`, "
+            "`aot eval lm` and `aot eval harness` read the folder too. Needs aot[hf].",
             width=100,
         ),
         epilog=EPILOG.format(example="aot export hf runs/lm exports/lm"),
@@ -99,7 +103,7 @@ def run_hf(args: argparse.Namespace) -> int:
     from aot.hf import export_hf
 
     out = export_hf(args.run, args.out, force=args.force)
-    print(f"wrote {out} (config.json, model.safetensors, tokenizer files, README.md)")
+    print(f"wrote {out} (config.json, model.safetensors, modeling_aot.py, tokenizer files, README.md)")
     return 0
 
 

@@ -1,0 +1,34 @@
+"""HuggingFace ``transformers`` (extra ``aot[hf]``): an aot language model as ``AotConfig`` / ``AotForCausalLM``
+(model type ``aot``), registered with ``AutoConfig`` / ``AutoModelForCausalLM`` when this package is imported, its
+tokenizer as a ``PreTrainedTokenizerFast``, and ``export_hf`` (``aot export hf``).
+
+An export carries its own modelling code (``auto_map`` in its config.json; :mod:`aot.hf.standalone`), so where aot is
+not installed ``AutoModelForCausalLM.from_pretrained(EXPORT, trust_remote_code=True)`` loads it. With aot installed::
+
+    import aot.hf  # registers "aot" with the Auto classes
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model = AutoModelForCausalLM.from_pretrained("exports/lm")   # written by `aot export hf RUN_DIR exports/lm`
+
+Why ``import aot.hf`` registers and ``import aot`` does not: registering needs transformers' model classes, whose
+import takes seconds (≈4 s here, more than all of aot's), which every ``aot`` command and ``import aot`` would pay;
+transformers 5 has no entry point through which a package could register lazily. ``trust_remote_code=True`` needs
+no aot import at all.
+
+The wrapper (:mod:`aot.hf.modeling_aot`) holds aot's ``CausalLM`` as ``self.aot``: its logits are the model's own;
+``generate()`` works greedy, sampling and beam on our cache, and slides its window past the context as ``aot sample``
+does. Limits, said plainly: no padding (an ``attention_mask`` with zeros is refused).
+"""
+
+from __future__ import annotations
+
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from aot.hf.configuration_aot import AotConfig
+from aot.hf.export import export_hf, hf_config
+from aot.hf.modeling_aot import AotForCausalLM
+from aot.hf.tokenizer import hf_tokenizer
+
+AutoConfig.register("aot", AotConfig, exist_ok=True)
+AutoModelForCausalLM.register(AotConfig, AotForCausalLM, exist_ok=True)
+
+__all__ = ["AotConfig", "AotForCausalLM", "export_hf", "hf_config", "hf_tokenizer"]
