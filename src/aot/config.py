@@ -22,6 +22,7 @@ ACTIVATIONS = ("gelu", "gelu_tanh")
 POSITIONS = ("learned", "rope", "none")
 RESIDUAL_SCALES = ("none", "scalar", "channel")
 SUBSPACE_INITS = ("normal", "orthogonal")
+TOKEN_SHIFTS = ("none", "scalar", "channel")
 
 
 def block_types() -> tuple[str, ...]:
@@ -82,6 +83,10 @@ class ModelConfig:
             [U_1 … U_K] start with orthonormal columns scaled by ``init_std * sqrt(n_embd)`` (the length a normal
             column has), so the K subspaces start mutually orthogonal, as Definition 1's data assumes (when
             K·p > d, as orthogonal as the shape allows: [U_1 … U_K] has orthogonal rows).
+        token_shift: ``aot-mssa`` only. ``none`` (the paper's operator), or mix each token with the one before
+            it ahead of the projection, z̃_t = z_t + μ ⊙ (z_{t−1} − z_t), with one learned μ (``scalar``) or one per
+            channel (``channel``) (:mod:`aot.nn.token_shift`; RWKV's time-mix): Q = K = V = U_kᵀz̃, a
+            previous-token path for recall (docs/math.md).
 
         causal: each token attends only to tokens at or before it. ``None`` (the default, and what configs
             saved before the field existed load as) derives it from the task: True for ``lm`` and ``icl``,
@@ -122,6 +127,7 @@ class ModelConfig:
     dropout: float = 0.0
     init_std: float = 0.02
     subspace_init: str = "normal"
+    token_shift: str = "none"
     causal: bool | None = None
 
     task: str = "lm"
@@ -134,6 +140,9 @@ class ModelConfig:
     n_dims: int = 20
     n_points: int = 41
 
+    #: fields added after runs were recorded: ``to_dict`` leaves them out at these defaults, so the config.json and
+    #: resume fingerprint of every run made before them stay what they were (and such a run resumes)
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"token_shift": "none"}
     # ranges not checked by validate() (which names choices and sizes itself); types come from the hints
     LIMITS: ClassVar[dict[str, Limit]] = {
         "ista_step": at_least(0),
@@ -177,6 +186,7 @@ class ModelConfig:
         check_choice("position", self.position, POSITIONS)
         check_choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
         check_choice("subspace_init", self.subspace_init, SUBSPACE_INITS)
+        check_choice("token_shift", self.token_shift, TOKEN_SHIFTS)
         check_choice("activation", self.activation, ACTIVATIONS)
         if not isinstance(self.causal, bool):
             raise ConfigError(f"causal={self.causal!r} must be true or false (or left unset)")
@@ -225,7 +235,9 @@ class ModelConfig:
 
     # -- (de)serialisation --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, less those of :attr:`ADDED_LATER` at their defaults."""
+        fields = dataclasses.asdict(self)
+        return {k: v for k, v in fields.items() if k not in self.ADDED_LATER or v != self.ADDED_LATER[k]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
@@ -241,6 +253,7 @@ __all__ = [
     "BLOCK_TYPES",  # noqa: F822  (module __getattr__)
     "CAUSAL_TASKS",
     "TASKS",
+    "TOKEN_SHIFTS",
     "ModelConfig",
     "block_types",
 ]

@@ -32,6 +32,7 @@ dynamic = pytest.importorskip("transformers.dynamic_module_utils")
 CASES = {
     "aot-mssa-tied": ("aot-mssa-tied-l-cpu", {"position": "rope"}),
     "aot-mssa-w_o": ("aot-mssa-l-cpu", {"residual_scale": "scalar"}),
+    "aot-mssa-token-shift": ("aot-mssa-l-cpu", {"token_shift": "channel"}),
     "aot-mhsa": ("aot-mhsa-l-cpu", {"residual_scale": "channel"}),
     "gpt2": ("gpt2-cpu", {}),
     "llama": ("llama-l-cpu", {}),

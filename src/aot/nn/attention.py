@@ -26,6 +26,7 @@ from aot.config import ModelConfig
 from aot.nn.cache import LayerCache
 from aot.nn.hooks import HookPoint
 from aot.nn.rotary import Rotary
+from aot.nn.token_shift import TokenShift
 
 
 def reference_attention(
@@ -128,11 +129,15 @@ def use_reference_attention(model: nn.Module, on: bool = True) -> None:
 class MultiHeadSubspaceSelfAttention(_AttentionCore):
     """MSSA (docs/paper.md §2): per head, Q = K = V = U_kᵀ z, output Σ_k U_k(·) (tied) or a learned W_O.
 
-    ``subspace_proj.weight`` is [U_1 … U_K]ᵀ, shape (K·p, d): row block k holds U_kᵀ.
+    ``subspace_proj.weight`` is [U_1 … U_K]ᵀ, shape (K·p, d): row block k holds U_kᵀ. With ``token_shift`` the
+    projection reads z̃_t = z_t + μ ⊙ (z_{t−1} − z_t) instead of z_t (:class:`aot.nn.token_shift.TokenShift`).
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
+        # an export's saved config (aot.hf.inner_standalone) lacks the field at its default
+        shift = getattr(cfg, "token_shift", "none")
+        self.token_shift = TokenShift(cfg) if shift != "none" else None
         self.tied_output = cfg.tied_output
         self.subspace_proj = nn.Linear(cfg.n_embd, cfg.n_head * cfg.p, bias=False)
         self.out_proj = None if cfg.tied_output else nn.Linear(cfg.n_head * cfg.p, cfg.n_embd, bias=cfg.bias)
@@ -151,6 +156,8 @@ class MultiHeadSubspaceSelfAttention(_AttentionCore):
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
+        if self.token_shift is not None:
+            x = self.token_shift(x, cache)  # z̃_t = z_t + μ ⊙ (z_{t−1} − z_t)
         proj = self.hook_subspace(self.split_heads(self.subspace_proj(x)))  # (B, K, T, p) = U_kᵀ z
         (proj_all,) = cache.extend(proj) if cache is not None else (proj,)  # one cached tensor per layer
         q, k = self.rotate(proj, proj_all, offset)

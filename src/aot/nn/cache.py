@@ -66,8 +66,10 @@ class LayerCache:
         self._buffers = grown
 
     def select(self, index: torch.Tensor) -> None:
-        """Keep the batch rows ``index`` (B',) in that order: beam search reorders its beams with it."""
+        """Keep the batch rows ``index`` (B',) in that order, buffers and state: beam search reorders its beams with
+        it."""
         self._buffers = tuple(buffer.index_select(0, index.to(buffer.device)) for buffer in self._buffers)
+        self._state = tuple(state.index_select(0, index.to(state.device)) for state in self._state)
 
     @property
     def state(self) -> tuple[torch.Tensor, ...]:

@@ -14,6 +14,8 @@ with it, and its forward FLOPs per token and layer, summed from the counts next 
 | linear-attn | AttentionOnlyBlock  | linear attn.   | —               | none (recurrent)     |
 | mamba       | AttentionOnlyBlock  | Mamba's S6     | —               | none (recurrent)     |
 
+``aot-mssa``'s ``token_shift`` (:mod:`aot.nn.token_shift`) is element-wise work: it adds no matrix-product FLOPs.
+
 A new block type is one more ``register_block(BlockSpec(...))``, here or in a module ``aot/nn/__init__.py``
 imports.
 """
@@ -53,7 +55,9 @@ AOT_MSSA = register_block(
         mixer=MSSA,
         own_fields={
             "subspace_init": "subspace_init={value!r} sets MSSA's bases U_k; block={block!r} has none, "
-            "leave it 'normal'"
+            "leave it 'normal'",
+            "token_shift": "token_shift={value!r} mixes each token with the previous one ahead of AoT-MSSA's "
+            "projection; block={block!r} has none, leave it 'none'",
         },
         dense_flops=MSSA.flops_per_token,
         attention_flops=MSSA.attention_flops,
