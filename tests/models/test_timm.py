@@ -14,7 +14,6 @@ import torch
 from aot.errors import AotError
 from aot.models import build_model
 from aot.models.presets import PRESETS
-from aot.models.timm_models import DATA_STATS, timm_names
 
 try:
     import timm
@@ -22,7 +21,7 @@ try:
 except Exception as exc:  # ImportError, or torchvision's "operator torchvision::nms does not exist"
     pytest.skip(f"timm does not import here ({type(exc).__name__}); run scripts/test_timm.sh", allow_module_level=True)
 
-import aot.models.timm_models  # noqa: F401  (registers the names)
+from aot.models.timm_models import DATA_STATS, timm_names  # registers the names
 
 NAMES = timm_names()
 TINY = "aot_mssa_tiny_patch7_28"
