@@ -46,6 +46,10 @@ TINY = {
         "--preset", "digits-quick", *QUIET, "--set", "model.n_embd=32", "--set", "train.batch_size=16",
     ],
     "icl": [*QUIET, "--set", "model.n_embd=32", "--set", "eval.final_prompts=16", "--set", "train.batch_size=8"],
+    "recall": [
+        *QUIET, "--set", "model.n_embd=32", "--set", "eval.val_sequences=8", "--set", "eval.test_sequences=8",
+        "--set", "train.batch_size=8", "--seq-len", "16", "--pairs", "2",
+    ],
 }  # fmt: skip
 #: a second checkpoint needs a second step: checkpoint_every=1 with 2 steps leaves checkpoint/ and checkpoint.prev/
 RUNS = ("lm", "vision", "icl")

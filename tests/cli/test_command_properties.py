@@ -36,7 +36,7 @@ from test_every_command import COMMAND_NAMES, COMMANDS, PARSERS
 
 #: examples per command (default 8): fewer where a success costs a second or more
 EXAMPLES = {"models": 1, "data fetch": 1, "viz attention": 5}
-EXAMPLES.update({"train lm": 5, "train vision": 5, "train icl": 5})
+EXAMPLES.update({"train lm": 5, "train vision": 5, "train icl": 5, "train recall": 5})
 #: commands whose every success takes seconds: their property is a slow case (with more examples); the default
 #: run covers them through tests/cli/test_every_command.py
 SLOW = {"analyze": 4, "bench": 3}

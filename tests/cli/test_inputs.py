@@ -256,6 +256,7 @@ def test_analyze_batches_beyond_memory_are_one_line(runs, capsys, tmp_path):
         ("icl", "aot-mssa-l-cpu", "lm", "icl"),
         ("lm", "aot-mhsa-icl-cpu", "icl", "lm"),
         ("vision", "gpt2-cpu", "lm", "image"),
+        ("recall", "aot-mhsa-icl-cpu", "icl", "lm"),
     ],
 )
 def test_train_refuses_a_model_preset_of_another_task(capsys, task, preset, its_task, run_task):
@@ -394,6 +395,7 @@ BASE = {
     ("train", "lm"): ["--dump-config"],
     ("train", "vision"): ["--dump-config"],
     ("train", "icl"): ["--dump-config"],
+    ("train", "recall"): ["--dump-config"],
     ("sweep",): ["lm", "--plan", "--out", "{tmp}/sweep"],
     ("eval", "lm"): ["{lm}", "--task", "ptb", "--data", "{ptb}", "--limit", "3", "--out", "{tmp}/eval"],
     ("eval", "icl"): ["{icl}", "--prompts", "20", "--out", "{tmp}/eval"],

@@ -19,6 +19,18 @@ TINY = {
     "lm": ("cpu-quick", [f"data.corpus={FIXTURE}", "model.n_layer=1", "model.n_embd=32", "eval.final_windows=4"]),
     "vision": ("digits-quick", ["model.n_layer=1", "model.n_embd=32", "train.batch_size=16"]),
     "icl": ("cpu-quick", ["model.n_layer=1", "model.n_embd=32", "eval.final_prompts=16", "train.batch_size=8"]),
+    "recall": (
+        "cpu-quick",
+        [
+            "model.n_layer=1",
+            "model.n_embd=32",
+            "eval.val_sequences=8",
+            "eval.test_sequences=8",
+            "train.batch_size=8",
+            "data.seq_len=16",
+            "data.n_pairs=2",
+        ],
+    ),
 }
 
 
@@ -98,7 +110,7 @@ def test_a_task_option_sets_the_config_fields_it_names(capsys) -> None:
 def test_an_unknown_task_is_one_line() -> None:
     from aot.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="unknown task 'speech'; use one of lm, vision, icl"):
+    with pytest.raises(ConfigError, match="unknown task 'speech'; use one of lm, vision, icl, recall"):
         get_task("speech")
 
 

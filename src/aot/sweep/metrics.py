@@ -2,7 +2,8 @@
 
 Each task declares one :class:`Metric` (the value its lr sweep minimises or maximises) and one row function (the
 fields of a run's ``results.json`` that a store row records): lm ranks by val nats/byte, vision by val top-1,
-icl by the held-out error at k = 2d in-context examples (the point benchmarks/icl reads its models at).
+icl by the held-out error at k = 2d in-context examples (the point benchmarks/icl reads its models at), recall by the
+accuracy on its validation set (its test set is reported, not ranked by).
 """
 
 from __future__ import annotations
@@ -69,6 +70,15 @@ ICL_FIELDS: dict[str, tuple[str, ...]] = {
     **{f"error_at_{name}": ("eval", f"k={k}") for name, k in (("half_d", "d/2"), ("d", "d"), ("2d", "2d"))},
 }
 
+RECALL_FIELDS: dict[str, tuple[str, ...]] = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "position", "token_shift", "params")},
+    **{name: ("config", "data", name) for name in ("vocab_size", "seq_len", "n_pairs")},
+    **{f"{split}_{name}": (split, name) for split in ("val", "test") for name in ("accuracy", "loss")},
+    "test_sequence_accuracy": ("test", "sequence_accuracy"),
+    **{name: ("train", name) for name in ("steps", "sequences", "tokens_per_second")},
+    **TIMES,
+}
+
 
 def lm_row(results: dict[str, Any]) -> dict[str, Any]:
     """An lm run's row: size, budget, val / test loss, speed, the bigram, the periodic evaluations, the date."""
@@ -86,6 +96,12 @@ def icl_row(results: dict[str, Any]) -> dict[str, Any]:
     return {**pick(results, ICL_FIELDS), "date": results["machine"]["date"]}
 
 
+def recall_row(results: dict[str, Any]) -> dict[str, Any]:
+    """A recall run's row: size, the MQAR setting, val / test accuracy (per query; per sequence on test) and loss,
+    steps, speed, the date."""
+    return {**pick(results, RECALL_FIELDS), "date": results["machine"]["date"]}
+
+
 @dataclass(frozen=True)
 class TaskMetrics:
     """A task's sweep declaration: the metric its lr sweep ranks by and the row its runs leave in a store."""
@@ -98,6 +114,7 @@ TASK_METRICS: dict[str, TaskMetrics] = {
     "lm": TaskMetrics(Metric("val_nats_per_byte", "min", "val nats/byte"), lm_row),
     "vision": TaskMetrics(Metric("val_top1", "max", "val top-1"), vision_row),
     "icl": TaskMetrics(Metric("error_at_2d", "min", "error at k = 2d"), icl_row),
+    "recall": TaskMetrics(Metric("val_accuracy", "max", "val accuracy"), recall_row),
 }
 
 

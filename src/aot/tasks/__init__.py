@@ -1,5 +1,6 @@
 """Training tasks: ``lm`` (causal language modelling), ``vision`` (image classification), ``icl`` (in-context
-regression), each a :class:`Task` (:mod:`aot.tasks.protocol`) that :func:`run_task` runs the same way.
+regression), ``recall`` (multi-query associative recall), each a :class:`Task` (:mod:`aot.tasks.protocol`) that
+:func:`run_task` runs the same way.
 
     from aot.tasks import get_task, run_task
     task = get_task("lm")
@@ -17,10 +18,11 @@ from aot.tasks.icl import ICLTask
 from aot.tasks.lm import LMTask
 from aot.tasks.pipeline import run_task
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun
+from aot.tasks.recall import RecallTask
 from aot.tasks.vision import VisionTask
 
 #: every task, by the name ``aot train NAME`` gives it, in the order ``aot train --help`` lists them
-TASKS: dict[str, Task] = {task.name: task for task in (LMTask(), VisionTask(), ICLTask())}
+TASKS: dict[str, Task] = {task.name: task for task in (LMTask(), VisionTask(), ICLTask(), RecallTask())}
 
 
 def get_task(name: str) -> Task:
