@@ -174,6 +174,7 @@ COMMANDS: dict[str, Command] = {
     "train lm": train("lm"),
     "train vision": train("vision"),
     "train icl": train("icl"),
+    "train recall": train("recall"),
     "sweep": Command(
         good=lambda sb: [*SWEEP, "--out", sb.path("new")],
         texts={"--config": lambda sb, p: [*SWEEP, "--out", sb.path("new"), "--config", p]},
