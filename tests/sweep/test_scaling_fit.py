@@ -254,24 +254,41 @@ def test_a_sweep_store_is_read_at_each_configs_best_lr(tmp_path):
     ]
 
 
+def test_where_keeps_a_studys_runs_and_training_flops_is_read(tmp_path):
+    """benchmarks/scaling's rows: its lr sweep (several lrs at one size) is left out with --where kind=main,branch."""
+    rows = [row(kind="sweep", lr=lr, seed=0, training_flops=1.0) for lr in (1e-3, 3e-3)]
+    rows += [row(kind="main", seed=0, training_flops=6.5e13), row(kind="branch", tokens=5e6, seed=0)]
+    path = write(tmp_path / "results.json", {"runs": rows})
+    runs = read_scaling_runs(path, where={"kind": ["main", "branch"]})
+    assert [(r.tokens, r.flops) for r in runs] == [(1e7, 6.5e13), (5e6, None)]
+    with pytest.raises(AotError, match="no run with kind in cosine yet: nothing to fit"):
+        read_scaling_runs(path, where={"kind": ["cosine"]})
+    with pytest.raises(AotError, match="runs 0 and 1 are both f"):  # the sweep's two lrs, unfiltered
+        read_scaling_runs(path)
+
+
 # -- the command --------------------------------------------------------------------------------------------------
 
 
 def test_the_command_writes_the_fit_table_and_figures(tmp_path, capsys):
     out = tmp_path / "fit"
-    points = ["--at", "G=transformer,1e8,1e11", "--at", "M=aot-mssa,1e8,1e11"]
+    points = ["--at", "G=gpt2,1e8,1e11", "--at", "M=aot-mssa,1e8,1e11"]
     quick = ["--starts", "2", "--bootstrap", "3", "--boot-starts", "1"]
-    argv = ["scaling", "fit", str(FIXTURE), "--reference", "transformer", *points, *quick, "--out", str(out)]
+    argv = ["scaling", "fit", str(FIXTURE), "--reference", "gpt2", *points, *quick, "--out", str(out)]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
-    assert set(results["families"]) == {"transformer", "aot-mssa"} and results["reference"] == "transformer"
+    assert set(results["families"]) == {"gpt2", "aot-mssa"} and results["reference"] == "gpt2"
     assert results["source"]["sha256"] and results["machine"]["date"]
-    assert results["families"]["transformer"]["flops_model"]["source"] == "recorded"
+    assert results["families"]["gpt2"]["flops_model"]["source"] == "recorded"
     table = (out / "table.md").read_text()
     alpha = results["families"]["aot-mssa"]["law"]["alpha"]
     assert "| aot-mssa | 12 |" in table and f"{alpha['value']:.3f} [{alpha['low']:.3f}, {alpha['high']:.3f}]" in table
     gap = results["points"][1]["gap"]
     assert f"{100 * gap['value']:+.1f} %" in table
+    largest = next(m for m in results["gap"]["at"] if m["where"] == "largest run")
+    assert largest["flops"] == pytest.approx(max(r["training_flops"] for r in json.loads(FIXTURE.read_text())["runs"]))
+    frontier = largest["families"]["aot-mssa"]
+    assert f"| largest run | {largest['flops']:.3g} | aot-mssa | {100 * frontier['value']:+.1f} % [" in table
     for figure in ("frontier.png", "gap.png"):
         assert (out / figure).stat().st_size > 10_000
     assert "wrote" in capsys.readouterr().out
@@ -292,7 +309,7 @@ def test_the_command_refuses_a_bad_results_file_in_one_line_and_writes_nothing(t
 
 
 def test_the_command_refuses_a_bad_point_in_one_line(tmp_path, capsys):
-    assert main(["scaling", "fit", str(FIXTURE), "--at", "G=transformer,1e8", "--out", str(tmp_path / "o")]) == 2
+    assert main(["scaling", "fit", str(FIXTURE), "--at", "G=gpt2,1e8", "--out", str(tmp_path / "o")]) == 2
     assert "must look like LABEL=FAMILY,N,D" in capsys.readouterr().err
 
 

@@ -19,9 +19,10 @@ for 95 % percentile intervals on every parameter and on what is read off the law
 
 RESULTS: a JSON file {"runs": [...]} with one object per finished run: its family ("family", or the field
 --family names), "non_embedding_params" (N), "tokens" (D), the loss ("val_loss", or --loss), and optionally
-"train_flops" (else "train_flops_per_token" x tokens; else 6 N D), "<loss>_se" and "seed". The results.json of
-`aot sweep lm ... --out DIR` is such a file (--family block); a store that declares its sweep is read at each
-config's best lr. A family needs >= 5 runs at >= 2 sizes and >= 2 budgets.
+"train_flops" or "training_flops" (else "train_flops_per_token" x tokens; else 6 N D), "<loss>_se" and "seed".
+The results.json of `aot sweep lm ... --out DIR` is such a file (--family block); a store that declares its sweep
+is read at each config's best lr. --where keeps some runs (benchmarks/scaling: --where kind=main,branch). A
+family needs >= 5 runs at >= 2 sizes and >= 2 budgets.
 
 Writes into --out: results.json (the fits, the compute frontier: the lowest fitted loss per training-FLOPs
 budget over N; with --reference, the gap L_family / L_reference - 1 along it; the --at points), table.md (E, A,
@@ -35,8 +36,8 @@ examples:
       --set train.steps=500,1000,2000 --out runs/scaling
   aot scaling fit runs/scaling/results.json --family block --reference transformer --out runs/scaling/fit
   # extrapolate to a size and budget ({POINT_FORM})
-  aot scaling fit benchmarks/scaling/results.json --reference transformer \\
-      --at "GPT-2 Base=transformer,85e6,2.95e11" --at "AoT-MHSA Base=aot-mhsa,85e6,2.95e11"
+  aot scaling fit benchmarks/scaling/results.json --where kind=main,branch --reference gpt2 \\
+      --at "GPT-2 Base=gpt2,85e6,2.95e11" --at "AoT-MHSA Base=aot-mhsa,82.7e6,2.95e11"
 """
 
 
@@ -58,6 +59,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("results", metavar="RESULTS", help="JSON file of runs (an `aot sweep` results.json)")
     fit.add_argument("--family", metavar="FIELD", help="the run field naming its family (default: family, else block)")
     fit.add_argument("--loss", metavar="FIELD", default="val_loss", help="the run field fitted (default: val_loss)")
+    fit.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="keep the runs with these values (repeatable)",
+    )
     fit.add_argument("--reference", metavar="FAMILY", help="the family gaps are measured against (e.g. transformer)")
     fit.add_argument(
         "--at", action="append", default=[], metavar="LABEL=FAMILY,N,D", help="read the law at N, D (repeatable)"
@@ -84,6 +92,7 @@ def run_fit(args: argparse.Namespace) -> int:
         loss=args.loss,
         reference=args.reference,
         points=args.at,
+        where=args.where,
         settings=settings,
     )
     out = Path(args.out)

@@ -40,6 +40,19 @@ def _split_plot(ax: Any, x: np.ndarray, y: np.ndarray, edge: float, color: Any, 
         ax.plot(x[start:], y[start:], "--", color=color, lw=1.4)
 
 
+def _finish(plt: Any, fig: Any, ax: Any, path: Path, y_label: str, title: str) -> Path:
+    """Log FLOPs axis, labels, grid, legend and title; the PNG written to ``path`` (a scratch name is fine)."""
+    ax.set_xscale("log")
+    ax.set_xlabel("training FLOPs")
+    ax.set_ylabel(y_label)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.savefig(path, dpi=120, format="png")
+    plt.close(fig)
+    return path
+
+
 def draw_frontier(results: dict[str, Any], path: Path, units: str = "val loss") -> Path:
     """Each family's runs (loss against training FLOPs; error bars: the loss's standard error where recorded), the
     fitted law along each recorded size (thin) and the compute frontier with its band."""
@@ -63,16 +76,9 @@ def draw_frontier(results: dict[str, Any], path: Path, units: str = "val loss") 
         value, low, high = _band(results["frontier"]["families"][name]["loss"])
         ax.fill_between(flops, low, high, color=color, alpha=0.15, lw=0)
         _split_plot(ax, flops, value, edge, color, f"{name} (frontier; runs: {fam['runs']})")
-    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("training FLOPs")
-    ax.set_ylabel(units)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    ax.set_title("Loss against training compute: runs, fitted law per size, compute frontier (95 % band)", fontsize=9)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    title = "Loss against training compute: runs, fitted law per size, compute frontier (95 % band)"
+    return _finish(plt, fig, ax, path, units, title)
 
 
 def draw_gap(results: dict[str, Any], path: Path) -> Path:
@@ -92,12 +98,5 @@ def draw_gap(results: dict[str, Any], path: Path) -> Path:
     ax.axhline(0, color="grey", lw=1)
     ax.axvline(edge, color="grey", ls=":", lw=1)
     ax.annotate("largest run → extrapolation", (edge, 0), xytext=(4, 6), textcoords="offset points", fontsize=7)
-    ax.set_xscale("log")
-    ax.set_xlabel("training FLOPs")
-    ax.set_ylabel(f"loss gap to {results['reference']} on the frontier (%)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    ax.set_title("L_family / L_reference − 1 at equal compute (95 % band)", fontsize=9)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    label = f"loss gap to {results['reference']} on the frontier (%)"
+    return _finish(plt, fig, ax, path, label, "L_family / L_reference − 1 at equal compute (95 % band)")

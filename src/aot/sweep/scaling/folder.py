@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aot.errors import ConfigError
-from aot.run_folder import RESULTS_FILE, check_output_dir, file_sha256, folder_lock, write_text_atomic
+from aot.run_folder import RESULTS_FILE, atomic_target, check_output_dir, file_sha256, folder_lock, write_text_atomic
 from aot.runinfo import machine_info
 from aot.sweep.scaling.figures import draw_frontier, draw_gap
 from aot.sweep.scaling.render import study_markdown
@@ -40,6 +40,18 @@ def parse_point(text: str) -> Point:
     return Point(label.strip(), parts[0], n, d)
 
 
+def parse_where(texts: Sequence[str]) -> dict[str, list[str]]:
+    """``["kind=main,branch"]`` → ``{"kind": ["main", "branch"]}``; a one-line error for anything else."""
+    where: dict[str, list[str]] = {}
+    for text in texts:
+        field, sep, values = text.partition("=")
+        kept = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", field.strip()) or not kept:
+            raise ConfigError(f"--where {text!r} must look like FIELD=VALUE[,VALUE...] (e.g. kind=main,branch)")
+        where.setdefault(field.strip(), []).extend(kept)
+    return where
+
+
 def fit_runs_file(
     runs_path: str | Path,
     out: str | Path,
@@ -48,31 +60,35 @@ def fit_runs_file(
     loss: str = "val_loss",
     reference: str | None = None,
     points: Sequence[str] = (),
+    where: Sequence[str] = (),
     settings: FitSettings | None = None,
     log: Any = print,
 ) -> dict[str, Any]:
     """Fit the runs of ``runs_path`` and write the study into ``out``; returns the results written."""
     settings = (settings or FitSettings()).check()
-    parsed = [parse_point(p) for p in points]
+    parsed, kept = [parse_point(p) for p in points], parse_where(where)
     if len({p.label for p in parsed}) != len(parsed):
         raise ConfigError("--at gives one label twice; give each point its own label")
     if loss and not re.fullmatch(r"[A-Za-z_]\w*", loss):
         raise ConfigError(f"--loss {loss!r} must name a field of the runs (e.g. val_loss)")
     out = check_output_dir(out)
     runs_path = Path(runs_path)
-    runs = read_scaling_runs(runs_path, family, loss)
+    runs = read_scaling_runs(runs_path, family, loss, kept)
     families = sorted({r.family for r in runs})
     log(f"fitting {len(runs)} runs of {len(families)} families ({', '.join(families)}) from {runs_path}")
     results = fit_study(runs, reference, parsed, settings, source=repr(str(runs_path)))
     results = {
-        "source": {"path": str(runs_path), "sha256": file_sha256(runs_path), "loss": loss},
+        "source": {"path": str(runs_path), "sha256": file_sha256(runs_path), "loss": loss, "where": kept},
         **results,
         "machine": machine_info(),
     }
-    with folder_lock(out):
-        write_text_atomic(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
-        write_text_atomic(out / TABLE_FILE, study_markdown(results, source=str(runs_path)))
-        draw_frontier(results, out / FRONTIER_FIGURE, units=loss)
+    markdown = study_markdown(results, source=str(runs_path))
+    with folder_lock(out):  # each file replaced in one step; results.json, which says the fit is done, last
+        with atomic_target(out / FRONTIER_FIGURE) as scratch:
+            draw_frontier(results, scratch, units=loss)
         if reference is not None:
-            draw_gap(results, out / GAP_FIGURE)
+            with atomic_target(out / GAP_FIGURE) as scratch:
+                draw_gap(results, scratch)
+        write_text_atomic(out / TABLE_FILE, markdown)
+        write_text_atomic(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
     return results

@@ -60,6 +60,20 @@ def point_rows(results: dict[str, Any]) -> list[list[str]]:
 POINT_HEADER = ["point", "family", "N", "D", "predicted loss [95 %]", "gap to the reference [95 %]"]
 
 
+GAP_HEADER = ["compute", "training FLOPs", "family", "gap [95 %]"]
+
+
+def gap_rows(results: dict[str, Any]) -> list[list[str]]:
+    """The frontier gap of each family to the reference at the marked budgets (the smallest run's compute, the
+    largest run's, each reference point's), a row per budget and family."""
+    gap = results.get("gap") or {"at": []}
+    return [
+        [mark["where"], f"{mark['flops']:.3g}", name, with_interval(est, "+.1f", 100, " %")]
+        for mark in gap["at"]
+        for name, est in mark["families"].items()
+    ]
+
+
 def study_markdown(results: dict[str, Any], title: str = "Scaling laws", source: str = "") -> str:
     """table.md of ``aot scaling fit``: the law per family, then the points, with what the intervals are."""
     boot = next(iter(results["families"].values()))["bootstrap"]
@@ -75,6 +89,10 @@ def study_markdown(results: dict[str, Any], title: str = "Scaling laws", source:
         "",
         *table(LAW_HEADER, law_rows(results)),
     ]
+    rows = gap_rows(results)
+    if rows:
+        lines += ["", f"The gap to {results['reference']} on the compute frontiers (L / L_ref − 1 at equal FLOPs):", ""]
+        lines += table(GAP_HEADER, rows)
     if results["points"]:
         lines += ["", "The law read at given sizes and budgets (an extrapolation beyond the runs):", ""]
         lines += table(POINT_HEADER, point_rows(results))

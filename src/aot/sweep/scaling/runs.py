@@ -5,8 +5,10 @@
 
 Fields of a run: the family (``family``, or the field ``--family`` names: an ``aot sweep lm`` store has ``block``),
 ``non_embedding_params`` (N), ``tokens`` (D, training tokens), the loss (``val_loss``, or the field ``--loss``
-names), and optionally ``train_flops`` (else ``train_flops_per_token`` × tokens; without either, 6 N D is
-used and said), ``LOSS_se`` (its standard error) and ``seed``. An ``aot sweep`` results store (``aot sweep lm ...
+names), and optionally the training FLOPs (``train_flops`` or ``training_flops``, else ``train_flops_per_token``
+× tokens; without any, 6 N D is used and said), ``LOSS_se`` (its standard error) and ``seed``. ``where`` keeps
+the runs whose fields have one of the given values (``kind`` in ``main``, ``branch``: the runs of a study, not its
+lr sweep). An ``aot sweep`` results store (``aot sweep lm ...
 --out DIR`` writes DIR/results.json) is such a file; when it declares its sweep (its ``sweep`` entry), only each
 config's runs at its best lr are read (:meth:`aot.sweep.spec.SweepSpec.summaries`), since the others are the lr
 sweep's losers. Every problem is one line naming the file, the run and the field.
@@ -15,6 +17,7 @@ sweep's losers. Every problem is one line naming the file, the run and the field
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ from aot.sweep.store import store_spec
 FIX = 'give a JSON file of finished runs: {"runs": [{"family", "non_embedding_params", "tokens", "val_loss", ...}]}'
 PARAMS_FIELD = "non_embedding_params"
 TOKENS_FIELD = "tokens"
-FLOPS_FIELD = "train_flops"
+FLOPS_FIELDS = ("train_flops", "training_flops")
 FLOPS_PER_TOKEN_FIELD = "train_flops_per_token"
 
 
@@ -44,9 +47,14 @@ class ScalingRun:
     seed: int | None = None
 
 
-def read_scaling_runs(path: str | Path, family: str | None = None, loss: str = "val_loss") -> list[ScalingRun]:
+def read_scaling_runs(
+    path: str | Path,
+    family: str | None = None,
+    loss: str = "val_loss",
+    where: Mapping[str, Sequence[str]] | None = None,
+) -> list[ScalingRun]:
     """The runs of the file at ``path`` (see the module); ``family``: the field that names a run's family (None:
-    ``family``, else ``block``)."""
+    ``family``, else ``block``); ``where``: field → the values a kept run has there (compared as text)."""
     path = Path(path)
     doc = read_json_object(path, FIX)
     rows = doc.get("runs")
@@ -55,6 +63,10 @@ def read_scaling_runs(path: str | Path, family: str | None = None, loss: str = "
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise AotError(f"{str(path)!r}: run {i} is not an object of fields; {FIX}")
+    for field, values in (where or {}).items():
+        rows = [row for row in rows if str(row.get(field)) in values]
+        if not rows:
+            raise AotError(f"{str(path)!r} has no run with {field} in {', '.join(values)} yet: nothing to fit")
     if "sweep" in doc:
         rows = best_lr_rows(path, doc, rows)
     family = family or ("family" if "family" in rows[0] else "block")
@@ -84,7 +96,7 @@ def _run(path: Path, i: int, row: dict[str, Any], family_field: str, loss_field:
         )
     n = _positive(where, row, PARAMS_FIELD)
     d = _positive(where, row, TOKENS_FIELD)
-    flops = _positive(where, row, FLOPS_FIELD, required=False)
+    flops = next((_positive(where, row, f) for f in FLOPS_FIELDS if row.get(f) is not None), None)
     if flops is None and row.get(FLOPS_PER_TOKEN_FIELD) is not None:
         flops = _positive(where, row, FLOPS_PER_TOKEN_FIELD) * d
     se = _positive(where, row, f"{loss_field}_se", required=False, zero=True)

@@ -174,12 +174,30 @@ def fit_study(
     results["frontier"]["families"] = {name: f.frontier(grid) for name, f in fits.items()}
     if reference is not None:
         ref = fits[reference]
+        others = {name: f for name, f in fits.items() if name != reference}
         results["gap"] = {
             "flops": grid.tolist(),
-            "families": {name: gap_along_frontier(f, ref, grid) for name, f in fits.items() if name != reference},
+            "families": {name: gap_along_frontier(f, ref, grid) for name, f in others.items()},
+            "at": [
+                {
+                    "where": where,
+                    "flops": c,
+                    "families": {name: gap_along_frontier(f, ref, np.asarray(c)) for name, f in others.items()},
+                }
+                for where, c in gap_marks(fits, points, reference)
+            ],
         }
     results["points"] = [point_summary(p, fits, points, reference) for p in points]
     return results
+
+
+def gap_marks(fits: dict[str, FamilyFit], points: Sequence[Point], reference: str) -> list[tuple[str, float]]:
+    """The budgets a gap table reads the frontier gap at: the smallest and the largest run's compute, and each
+    point of the reference family (every point without one) at its own compute."""
+    recorded = np.concatenate([run_flops(f) for f in fits.values()])
+    marks = [("smallest run", float(recorded.min())), ("largest run", float(recorded.max()))]
+    chosen = [p for p in points if p.family == reference] or list(points)
+    return marks + [(p.label, float(fits[p.family].flops_model.per_token(p.params) * p.tokens)) for p in chosen]
 
 
 def run_flops(fit: FamilyFit) -> np.ndarray:
