@@ -34,14 +34,20 @@ from aot.report.parts import all_parts
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 ZEROSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "zeroshot"
+SCALING_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"  # synthetic runs
 # the tiny report's data: the sonnets as the text corpus, the zero-shot fixtures as the real sets (no Austen here)
 DATA = ["--data", f"text={FIXTURE}", "--data", f"lambada={ZEROSHOT / 'lambada.jsonl'}",
         "--data", f"cbt-ne={ZEROSHOT / 'cbtest_NE_tiny.txt'}", "--data", f"ptb={ZEROSHOT / 'ptb.tiny.txt'}",
-        "--data", f"wikitext={ZEROSHOT / 'wiki.tiny.raw'}"]  # fmt: skip
+        "--data", f"wikitext={ZEROSHOT / 'wiki.tiny.raw'}",
+        "--data", f"scaling-runs={SCALING_RUNS}"]  # fmt: skip
 # table columns that hold words; every other cell is a number, "a → b", or "—"
 TEXT_COLUMNS = {"model", "paper's model", "ours", "conditions: layer 0 / all layers", "beats bigram", "same tokens",
                 "paper: attention params per layer", "layer", "source", "block × layers", "previous-token head",
-                "induction head", "φ"}  # fmt: skip
+                "induction head", "φ",
+                # the scaling part: families, ranges and "value [low, high]" cells
+                "family", "N (sizes)", "D (budgets)", "E [95 %]", "A [95 %]", "α [95 %]", "B [95 %]", "β [95 %]",
+                "N_opt ∝ C^a: a [95 %]", "compute", "gap [95 %]", "predicted loss [95 %]",
+                "gap to GPT-2 [95 %]"}  # fmt: skip
 NUMBER = re.compile(r"^[+-]?[\d,]*\.?\d+(?:[eE][+-]?\d+)?\s*(?:%|×|[kMB]|MiB)?$")
 
 
@@ -254,7 +260,8 @@ def test_missing_data_is_one_line_and_the_other_parts_still_run(tiny_report, tmp
     out = tmp_path / "report"
     shutil.copytree(tiny_report, out)
     shutil.rmtree(out / "theory")
-    assert main(["reproduce", "--preset", "tiny", "--out", str(out), "--data", f"text={FIXTURE}"]) == 0
+    data = ["--data", f"text={FIXTURE}", "--data", f"scaling-runs={SCALING_RUNS}"]
+    assert main(["reproduce", "--preset", "tiny", "--out", str(out), *data]) == 0
     printed = capsys.readouterr().out
     assert (
         "zeroshot: not run here (no zero-shot data here: the Austen-built sets need `aot data fetch austen`" in printed
@@ -262,7 +269,8 @@ def test_missing_data_is_one_line_and_the_other_parts_still_run(tiny_report, tmp
     assert "Traceback" not in printed
     summary = {row["part"]: row["status"] for row in md_tables((out / "report.md").read_text().split("\n## ")[0])[0]}
     assert summary["Zero-shot language tasks (`zeroshot`)"] == "not run here (listed)"
-    assert [v for k, v in summary.items() if "zeroshot" not in k] == ["done"] + ["done (finished before, reused)"] * 5
+    reused = ["done (finished before, reused)"] * (len(summary) - 2)  # every part but zeroshot and theory
+    assert [v for k, v in summary.items() if "zeroshot" not in k] == ["done", *reused]
     section = md_sections((out / "report.md").read_text())["zeroshot"]
     assert "aot data fetch austen" in section and "--data lambada=FILE" in section
 

@@ -38,6 +38,7 @@ PART_MODULES = [
     "aot.report.parts.icl",
     "aot.report.parts.inside",  # reads the lm (and vision) parts' models
     "aot.report.parts.efficiency",
+    "aot.report.parts.scaling",  # fits benchmarks/scaling's recorded runs (trains nothing)
 ]
 
 

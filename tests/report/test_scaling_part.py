@@ -1,0 +1,97 @@
+"""The ``scaling`` part of `aot reproduce`: its plan says plainly when no study is recorded (or none finished),
+fits only the families the runs determine, reads the laws at the paper's sizes and budget, and its section's
+numbers are the fit's (``aot scaling fit``'s results.json) beside the paper's gaps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aot.cli import main
+from aot.report.document import Table
+from aot.report.paper_numbers import LM_RECIPE, lm_gap
+from aot.report.part import Context
+from aot.report.parts import scaling
+from aot.sweep.scaling.render import with_interval
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"
+
+
+def context(tmp_path: Path, runs: Path | None, preset: str = "full") -> Context:
+    data = {} if runs is None else {"scaling-runs": str(runs)}
+    return Context(preset=preset, part_dir=tmp_path / "scaling", data=data)
+
+
+def test_without_a_recorded_study_the_part_says_so_and_lists_the_command(tmp_path):
+    plan = scaling.plan(context(tmp_path, tmp_path / "none.json"))
+    assert plan.missing == [
+        f"no scaling study recorded at {tmp_path / 'none.json'}: run benchmarks/scaling/run.py (issue 27) or give "
+        "--data scaling-runs=FILE"
+    ]
+    assert plan.steps[0].argv[:3] == ["scaling", "fit", str(tmp_path / "none.json")]
+
+
+def test_a_study_with_only_its_lr_sweep_finished_is_not_fitted_yet(tmp_path):
+    rows = [{**r, "kind": "sweep"} for r in json.loads(RUNS.read_text())["runs"]]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"runs": rows}))
+    assert scaling.plan(context(tmp_path, path)).missing == [
+        f"{str(path)!r} has no run with kind in main, branch yet: nothing to fit"
+    ]
+
+
+def test_the_plan_fits_the_ready_families_and_reads_them_at_the_papers_sizes(tmp_path):
+    rows = json.loads(RUNS.read_text())["runs"]
+    rows += [{**rows[0], "family": "aot-mhsa"}, {**rows[1], "family": "aot-mhsa"}]  # 2 runs: not a law yet
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"runs": rows}))
+    plan = scaling.plan(context(tmp_path, path))
+    assert plan.missing == [] and plan.settings["families"] == ["gpt2", "aot-mssa"]
+    assert plan.settings["waiting"] == ["aot-mhsa (2 finished runs at 1 size(s) and 2 budget(s))"]
+    argv = plan.steps[0].argv
+    assert argv[argv.index("--where") + 1 : argv.index("--where") + 4] == [
+        "kind=main,branch",
+        "--where",
+        "family=gpt2,aot-mssa",
+    ]
+    points = [argv[i + 1] for i, a in enumerate(argv) if a == "--at"]
+    tokens = LM_RECIPE["steps"] * LM_RECIPE["tokens_per_step"]
+    assert points == [
+        f"gpt2-base=gpt2,{scaling.paper_params('gpt2-base')},{tokens}",
+        f"aot-mssa-l-base=aot-mssa,{scaling.paper_params('aot-mssa-l-base')},{tokens}",
+        f"aot-mssa-l-medium=aot-mssa,{scaling.paper_params('aot-mssa-l-medium')},{tokens}",
+    ]  # no AoT-MHSA: its family is not fitted
+    assert 80e6 < scaling.paper_params("gpt2-base") < 90e6  # GPT-2 small: 124M with its 38.6M + 0.8M embeddings
+    assert plan.settings["sha256"]
+
+
+@pytest.fixture(scope="module")
+def part_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The part's one step at the tiny preset on the synthetic runs, run in this process (a few seconds)."""
+    folder = tmp_path_factory.mktemp("report") / "scaling"
+    plan = scaling.plan(Context(preset="tiny", part_dir=folder, data={"scaling-runs": str(RUNS)}))
+    assert main(plan.steps[0].options(folder)) == 0
+    (folder / "results.json").write_text(json.dumps(scaling.collect(folder, plan)))
+    return folder
+
+
+def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
+    fit = json.loads((part_dir / "fit" / "results.json").read_text())
+    results = json.loads((part_dir / "results.json").read_text())
+    tables = [b for b in scaling.render(results, part_dir) if isinstance(b, Table)]
+    laws, gaps, points = tables
+    row = dict(zip(laws.header, laws.rows[1]))
+    assert row["family"] == "aot-mssa" and row["α [95 %]"] == with_interval(fit["families"]["aot-mssa"]["law"]["alpha"])
+    assert len(gaps.rows) == 3 and gaps.rows[1][:3] == [
+        "largest run",
+        f"{fit['frontier']['recorded_max']:.3g}",
+        "aot-mssa",
+    ]
+    by_model = {r[0]: dict(zip(points.header, r)) for r in points.rows}
+    assert list(by_model) == ["GPT-2 Base", "AoT-MSSA-L Base", "AoT-MSSA-L Medium"]
+    base = by_model["AoT-MSSA-L Base"]
+    assert base["paper: gap"] == f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} %"
+    assert base["gap to GPT-2 [95 %]"] == with_interval(fit["points"][1]["gap"], "+.1f", 100, " %")
+    assert set(results["figures"]) == {"fit/frontier.png", "fit/gap.png"}
