@@ -1,5 +1,5 @@
 """Multi-query associative recall (MQAR), the synthetic recall test of Zoology (Arora et al. 2023, "Zoology: Measuring
-and Improving Recall in Efficient Language Models", arXiv 2312.04927, §3 and its ``multiquery_ar`` generator).
+and Improving Recall in Efficient Language Models", arXiv 2312.04927, and its ``multiquery_ar`` generator).
 
 A sequence of ``seq_len`` tokens starts with ``n_pairs`` key-value pairs ``k_1 v_1 k_2 v_2 …`` (keys distinct, values
 distinct; keys from the lower half of the vocabulary ``[1, V/2)``, values from the upper half ``[V/2, V)``, token 0
