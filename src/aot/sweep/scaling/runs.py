@@ -126,7 +126,8 @@ def _check_unique(path: Path, runs: list[ScalingRun]) -> None:
         if key in seen:
             raise AotError(
                 f"{str(path)!r}: runs {seen[key]} and {i} are both {run.family} at N = {run.params:g}, "
-                f"D = {run.tokens:g}, seed {run.seed}; keep one run per config and seed (the best lr's: declare the "
-                "sweep in a 'sweep' entry, as `aot sweep` does, to have it picked)"
+                f"D = {run.tokens:g}, seed {run.seed}; keep one run per config and seed: --where FIELD=VALUE keeps "
+                "some (e.g. kind=main,branch), or a 'sweep' entry (as `aot sweep` writes) has each config's best lr "
+                "picked"
             )
         seen[key] = i
