@@ -6,8 +6,8 @@ A = e^a, B = e^b, E = e^e the law is written L̂(N, D) = LSE(a − α log N, b �
 started from a grid of initialisations (α, β ∈ {0, 0.5, …, 2}, e ∈ {−1, −0.5, …, 1}, a, b ∈ {0, 5, …, 25});
 the best local minimum is kept. Here the grid's objective is evaluated in one batched call and L-BFGS
 (``torch.optim.LBFGS``, strong-Wolfe line search, float64) runs from its ``starts`` best points (all 4,500 with
-``starts=None``: the paper's procedure; each start costs ~0.1 s on a CPU). Runs may carry weights (the counts of
-a bootstrap resample, :mod:`aot.sweep.scaling.bootstrap`).
+``starts=None``: the paper's procedure, one L-BFGS run per grid point). Runs may carry weights (the counts of a
+bootstrap resample, :mod:`aot.sweep.scaling.bootstrap`).
 """
 
 from __future__ import annotations
