@@ -94,3 +94,49 @@ def test_blocks_without_a_mapping_are_one_line(name, changes, message) -> None: 
     with pytest.raises(AotError, match=message) as error:
         check_mappable(small_model(name, **changes))
     assert "\n" not in str(error.value)
+
+
+def exported(tmp_path, model):  # type: ignore[no-untyped-def]
+    """``model`` as a run folder (bytes) and its `aot export hf` folder."""
+    import json
+
+    from aot.cli import main
+
+    model.float().save_pretrained(tmp_path / "run" / "checkpoint")
+    (tmp_path / "run" / "results.json").write_text(json.dumps({"config": {"data": {"tokenizer": "bytes"}}}))
+    assert main(["export", "hf", str(tmp_path / "run"), str(tmp_path / "export")]) == 0
+    return tmp_path / "run", tmp_path / "export"
+
+
+@pytest.mark.parametrize("name", ["aot-mssa-tied-l-cpu", "aot-mhsa-l-cpu"])
+def test_generate_works_by_default_and_is_aots_greedy(lens, name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No eos_token_id needed; learned positions (aot-mhsa) too, where TransformerLens's cached generate errs."""
+    from aot.eval.lm_folder import load_lm_run
+    from aot.eval.sampling import sample
+
+    changes = {"position": "rope"} if "mssa" in name else {}
+    run_dir, _ = exported(tmp_path, small_model(name, **changes))
+    run = load_lm_run(run_dir)
+    tl_model = lens.to_hooked_transformer(run.model)
+    ids = run.tokenizer.encode("Shall I")
+    new = run.block_size - len(ids)  # to the end of the context
+    tokens = tl_model.generate(torch.tensor([ids]), max_new_tokens=new, do_sample=False, verbose=False)
+    assert tokens[0, len(ids) :].tolist() == sample(run, "Shall I", new, temperature=0)[1]  # `aot sample` greedy
+    with pytest.raises(AotError, match="exceed the context of 16 tokens") as error:
+        tl_model.generate(torch.tensor([ids]), max_new_tokens=new + 1, do_sample=False, verbose=False)
+    assert "\n" not in str(error.value)
+
+
+def test_set_tokenizer_takes_the_exported_tokenizer(lens, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    transformers = pytest.importorskip("transformers")
+    from aot.eval.lm_folder import load_lm_run
+    from aot.eval.sampling import sample
+
+    run_dir, export = exported(tmp_path, small_model("aot-mssa-l-cpu"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(export, trust_remote_code=True)
+    run = load_lm_run(run_dir)
+    tl_model = lens.to_hooked_transformer(run.model, tokenizer)  # set_tokenizer(tokenizer)
+    assert tl_model.to_tokens("Shall I")[0].tolist() == run.tokenizer.encode("Shall I")  # no bos prepended
+    text = tl_model.generate("Shall I", max_new_tokens=6, do_sample=False, verbose=False)
+    assert text == tokenizer.decode(run.tokenizer.encode("Shall I") + sample(run, "Shall I", 6, temperature=0)[1])
+    assert tokenizer("Shall I").input_ids == run.tokenizer.encode("Shall I")  # the user's tokenizer is as it was

@@ -141,6 +141,11 @@ def test_hf_round_trip(tmp_path: Path, preset: str) -> None:
     ids = tokenizer(text, return_tensors="pt").input_ids
     assert ids[0].tolist() == ours.tokenizer.encode(text)  # the exported tokenizer gives our ids
     assert tokenizer.decode(ids[0]) == text
+    # what HF tools need: eos / bos / pad (byte 0, NUL: bytes have no end-of-text) and the real context
+    assert (tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.pad_token_id) == (0, 0, 0)
+    assert tokenizer.model_max_length == ours.block_size == 32
+    lines = "to be\nor not\x00"  # decoding drops the special token only, never a line break
+    assert tokenizer.decode(tokenizer(lines).input_ids, skip_special_tokens=True) == "to be\nor not"
     with torch.no_grad():
         assert torch.allclose(hf(ids).logits, ours.model(ids)[0], atol=1e-6, rtol=0)
         # labels = inputs, the wrapper shifts: the loss is the mean next-token cross-entropy
@@ -205,3 +210,10 @@ def test_exported_tokenizers_give_our_ids(tmp_path: Path, name: str) -> None:
     text = "Shall I compare thee to a summer's day?\n  Thou art more lovely, 1609 — ünïcode"
     assert hf_tokenizer(text).input_ids == ours.encode(text)
     assert hf_tokenizer.decode(ours.encode(text)) == text
+    # eos = bos = pad: GPT-2's <|endoftext|>; a trained BPE has none, so byte 0's token (NUL)
+    special = "<|endoftext|>" if name == "gpt2" else "\u0100"  # "Ā": the byte-level form of byte 0
+    assert hf_tokenizer.eos_token == hf_tokenizer.bos_token == hf_tokenizer.pad_token == special
+    assert hf_tokenizer.eos_token_id == (50256 if name == "gpt2" else ours.encode("\x00")[0])
+    assert hf_tokenizer.model_max_length == 16
+    spelled = f"a text that spells {special} is text"  # encoded as ours encodes it, not as the special id
+    assert hf_tokenizer(spelled).input_ids == ours.encode(spelled)

@@ -19,11 +19,20 @@ How each block maps onto TransformerLens's attention (per head h; ``W_Q[h]`` is 
   pre-LayerNorm (or none), rotary (GPT-NeoX's rotate-half, the same frequencies) or learned positions, the
   score scale (1/√p or 1) and the unembedding tied to the embedding carry over as they are.
 
-The view is a copy for analysis: training it does not change the aot model.
+The view is a copy for analysis: training it does not change the aot model. It is a ``HookedTransformer`` whose
+``generate`` continues to ``max_new_tokens`` by default, as ``aot sample`` does (aot's models have no end-of-text
+token; TransformerLens would ask for an ``eos_token_id``), gives the model's own greedy tokens with learned positions
+too (without TransformerLens's key-value cache there, whose 3.x ``generate`` offsets them wrongly), and refuses in
+one line a prompt plus new tokens beyond the context (``aot sample`` and ``AotForCausalLM.generate`` slide their
+window instead). ``set_tokenizer`` takes the
+tokenizer of an ``aot export hf`` folder (``AutoTokenizer.from_pretrained(EXPORT, trust_remote_code=True)``), or
+pass it as ``to_hooked_transformer(model, tokenizer)``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -171,17 +180,55 @@ def hooked_state_dict(model: CausalLM) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone().contiguous() for name, tensor in state.items()}
 
 
-def to_hooked_transformer(model: CausalLM) -> HookedTransformer:
-    """A ``HookedTransformer`` computing what ``model`` computes (same logits; see the module docstring)."""
-    check_mappable(model)
+@functools.cache
+def hooked_class() -> type:
+    """``HookedTransformer`` with the defaults of an aot model (see the module docstring)."""
     lens = _import_lens()
+
+    class AotHookedTransformer(lens.HookedTransformer):  # type: ignore[misc,name-defined]
+        """A TransformerLens view of an aot language model (:func:`to_hooked_transformer`)."""
+
+        def generate(self, input: Any = "", max_new_tokens: int = 10, stop_at_eos: bool = False, **kwargs: Any) -> Any:
+            """TransformerLens's ``generate``, to ``max_new_tokens`` unless ``stop_at_eos`` (with a tokenizer's eos or
+            ``eos_token_id``); the prompt and the new tokens must fit the context. With learned positions it runs
+            without TransformerLens's key-value cache unless ``use_past_kv_cache`` says otherwise: 3.x's cached
+            ``generate`` embeds the whole sequence at the cache's offset, which gives other tokens than the model's
+            (and fails once the sequence is longer than half the context)."""
+            kwargs.setdefault("use_past_kv_cache", self.cfg.positional_embedding_type != "standard")
+            tokens = input if isinstance(input, torch.Tensor) else self.to_tokens(input)
+            if tokens.shape[1] + max_new_tokens > self.cfg.n_ctx:
+                raise AotError(
+                    f"a prompt of {tokens.shape[1]} tokens and max_new_tokens={max_new_tokens} exceed the context of "
+                    f"{self.cfg.n_ctx} tokens of the TransformerLens view; shorten them (`aot sample` and "
+                    "AotForCausalLM.generate slide their window instead)"
+                )
+            return super().generate(input, max_new_tokens=max_new_tokens, stop_at_eos=stop_at_eos, **kwargs)
+
+        def set_tokenizer(self, tokenizer: Any, default_padding_side: Any = None) -> None:
+            """TransformerLens's, handed a copy of ``tokenizer`` that prepends its bos: TransformerLens would reload
+            one from the tokenizer's folder, which for an export means loading its config again (and, without
+            ``import aot.hf``, asking whether to trust its code)."""
+            if getattr(tokenizer, "bos_token", None) is not None and getattr(tokenizer, "add_bos_token", True) is False:
+                tokenizer = copy.deepcopy(tokenizer)
+                tokenizer.add_bos_token = True
+            super().set_tokenizer(tokenizer, default_padding_side)
+
+    return AotHookedTransformer
+
+
+def to_hooked_transformer(model: CausalLM, tokenizer: Any = None) -> HookedTransformer:
+    """A ``HookedTransformer`` computing what ``model`` computes (same logits; see the module docstring), with
+    ``tokenizer`` (a HuggingFace tokenizer, e.g. an export's) set when given."""
+    check_mappable(model)
     with warnings.catch_warnings():  # 3.x deprecates HookedTransformer in favour of 4.x's HF-only bridge
         warnings.simplefilter("ignore", DeprecationWarning)
-        tl_model = lens.HookedTransformer(hooked_config(model))
+        tl_model = hooked_class()(hooked_config(model))
     state = hooked_state_dict(model)
     missing, unexpected = tl_model.load_state_dict(state, strict=False)
     # TransformerLens keeps buffers (masks, rotary tables, IGNORE) in its state dict; every weight must be set
     missing = [name for name in missing if not name.endswith(("mask", "IGNORE", "rotary_sin", "rotary_cos"))]
     if missing or unexpected:
         raise AotError(f"TransformerLens view: weights not mapped {missing}, unknown {unexpected}")
+    if tokenizer is not None:
+        tl_model.set_tokenizer(tokenizer)
     return tl_model.eval()

@@ -39,7 +39,7 @@ EXAMPLES = {"models": 1, "data fetch": 1, "viz attention": 5}
 EXAMPLES.update({"train lm": 5, "train vision": 5, "train icl": 5, "train recall": 5})
 #: commands whose every success takes seconds: their property is a slow case (with more examples); the default
 #: run covers them through tests/cli/test_every_command.py
-SLOW = {"analyze": 4, "bench": 3}
+SLOW = {"analyze": 4, "bench": 3, "eval harness": 2}
 
 #: the files of a run folder a command may read, relative to it (those that exist in the folder are used)
 RUN_FILES = (

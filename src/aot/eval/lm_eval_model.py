@@ -1,32 +1,57 @@
 """The lm-evaluation-harness model ``aot`` (extra ``aot[eval]``): importing this module registers it with the
-harness's model registry. The logic lives in :class:`aot.eval.harness.HarnessLogic`.
+harness's model registry (lm-eval 0.4 has no entry point through which a package could register a model without an
+import); the logic lives in :mod:`aot.eval.harness`.
+
+From the shell, ``aot eval harness RUN_DIR [lm-eval options]`` is lm-eval's own ``lm-eval run`` with this model
+registered (:func:`run_command_line`), the model's arguments accepted where lm-eval users put them
+(:func:`aot.eval.harness.model_arguments`). From Python::
 
     import aot.eval.lm_eval_model  # registers "aot"
     import lm_eval
     results = lm_eval.simple_evaluate(model="aot", model_args="run_dir=runs/lm,batch_size=16", tasks=["lambada_openai"])
 
-The harness downloads its data sets from the HuggingFace hub; where that is impossible (as here) run tasks from
-local files (see the harness's docs on ``dataset_path``), or use ``aot eval lm --data``.
+The harness downloads its data sets from the HuggingFace hub; offline, run tasks from local files (a task's
+``custom_dataset`` or ``dataset_kwargs``), or use ``aot eval lm --data``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from lm_eval.utils import simple_parse_args_string
 
-from aot.eval.harness import HarnessLogic
-from aot.eval.lm_folder import load_lm_run
+from aot.errors import AotError
+from aot.eval.harness import MODEL_NAME, HarnessLogic, harness_device, model_arguments, parse_batch_size
+from aot.eval.lm_folder import LMRunFolder, load_lm_run
+
+#: runs ``aot eval harness`` loaded before lm-eval started, by (run folder, device): the model takes them from here
+PRELOADED: dict[tuple[str, str], LMRunFolder] = {}
 
 
-@register_model("aot")
+@register_model(MODEL_NAME)
 class AotHarnessLM(LM):
-    """An AoT run folder (or ``aot export hf`` folder) as a harness model: ``model_args="run_dir=..."``."""
+    """An aot run folder (or ``aot export hf`` folder) as a harness model: ``--model_args run_dir=RUN_DIR``."""
 
-    def __init__(self, run_dir: str, batch_size: int | str = 16, device: str = "cpu", **_: Any) -> None:
+    def __init__(self, run_dir: str, batch_size: int | str = 16, device: str | None = None, **_: Any) -> None:
         super().__init__()
-        self.logic = HarnessLogic(load_lm_run(run_dir, device), int(batch_size), device)
+        self._device, self.batch_size = harness_device(device), parse_batch_size(batch_size)  # LM.device reads _device
+        run = PRELOADED.pop(_key(run_dir, self._device), None) or load_lm_run(run_dir, self._device)
+        self.logic = HarnessLogic(run, self.batch_size, self._device)
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> AotHarnessLM:
+        return cls(**model_arguments(simple_parse_args_string(arg_string), additional_config))
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None) -> AotHarnessLM:
+        return cls(**model_arguments(arg_dict, additional_config))
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         return self.logic.loglikelihood([tuple(r.args) for r in requests])
@@ -36,3 +61,36 @@ class AotHarnessLM(LM):
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         return self.logic.generate_until([tuple(r.args) for r in requests])
+
+
+def run_command_line(argv: Sequence[str], run: LMRunFolder, run_dir: str, device: str) -> int:
+    """lm-eval's own command line (what its ``lm_eval`` script does) on ``argv``
+    (:func:`aot.eval.harness.lm_eval_argv`: ``run`` with the model ``aot`` on ``run_dir``), handing the model ``run``
+    (loaded already, on ``device``) instead of loading it again. An option lm-eval's parser refuses is one line."""
+    from lm_eval._cli import HarnessCLI
+    from lm_eval.utils import setup_logging
+
+    setup_logging()
+    cli, complaint = HarnessCLI(), io.StringIO()
+    saved = sys.argv
+    sys.argv = ["lm-eval", *argv]
+    try:
+        with contextlib.redirect_stderr(complaint):
+            args = cli.parse_args()
+    except SystemExit as exit_:  # --help (printed) or a bad option (argparse's usage and message, kept here)
+        if not exit_.code:
+            return 0
+        message = complaint.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
+        raise AotError(f"lm-eval run: {message} (see `lm-eval run --help`)") from None
+    finally:
+        sys.argv = saved
+    PRELOADED[_key(run_dir, device)] = run
+    try:
+        cli.execute(args)
+    finally:
+        PRELOADED.clear()
+    return 0
+
+
+def _key(run_dir: str, device: str) -> tuple[str, str]:
+    return str(Path(run_dir).resolve()), device
