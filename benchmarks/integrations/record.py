@@ -157,6 +157,7 @@ def lens_check(run: LMRunFolder, ids: torch.Tensor, logits: torch.Tensor, greedy
     with torch.no_grad():
         diff = float((tl_model(ids)[0] - logits).abs().max())
     tokens = tl_model.generate(ids, max_new_tokens=n, do_sample=False, verbose=False)
+    assert isinstance(tokens, torch.Tensor)  # token ids in, token ids out
     return {"max_abs_logit_diff": diff, "greedy_equals_aot_sample": tokens[0, ids.shape[1] :].tolist() == greedy[:n]}
 
 
