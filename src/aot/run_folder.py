@@ -263,11 +263,12 @@ def refuse_model_folder(out: str | Path, option: str = "--out") -> None:
 
 def check_output_dir(out: str | Path, option: str = "--out", reads: str | Path | None = None) -> Path:
     """The output folder of a command that writes into one (analysis, evaluation, benchmark, report), checked
-    before any work: never a training run (:func:`holds_training_run`: its results.json and checkpoints would be mixed
-    with this command's), never a checkpoint or saved model, or a folder inside one (:func:`refuse_model_folder`),
-    and writable or creatable (:func:`check_writable_dir`; nothing is created: a refused input must leave no
-    folder behind, so the command makes ``out`` when it writes). ``reads``: the run the command reads, whose folder is its default
-    output (``aot viz attention RUN``): that one may be a training run (not a checkpoint)."""
+    before any work: never a training run (:func:`holds_training_run`: its results.json and checkpoints would be
+    mixed with this command's), never a checkpoint or saved model, or a folder inside one
+    (:func:`refuse_model_folder`), and writable or creatable (:func:`check_writable_dir`; nothing is created: a
+    refused input must leave no folder behind, so the command makes ``out`` when it writes). ``reads``: the run
+    the command reads, whose folder is its default output (``aot viz attention RUN``): that one may be a training
+    run (not a checkpoint)."""
     refuse_as_output(out, option, reads)
     return check_writable_dir(out, create=False)
 

@@ -1,8 +1,9 @@
 """One writer per run folder, full disks and refused runs (README "What is guaranteed"): two `aot train lm` on one
 --out (started together, or the second mid-run) — one refuses in one line, the other ends bit for bit as a lone run;
 a file-size limit below the model's file, or a full tmpfs, during a checkpoint is one line, exit 2, the previous
-checkpoint intact and --resume afterwards ends as the lone run (an export onto a full tmpfs: one line, nothing left); a refused or failed run leaves the machine's measurement cache as it was;
-the folder lock is the OS's (gone after kill -9) and follows a folder that --force made anew."""
+checkpoint intact and --resume afterwards ends as the lone run (an export onto a full tmpfs: one line, nothing
+left); a refused or failed run leaves the machine's measurement cache as it was; the folder lock is the OS's (gone
+after kill -9) and follows a folder that --force made anew."""
 
 from __future__ import annotations
 
