@@ -59,7 +59,7 @@ def modeling_source(block: str) -> tuple[str, list[str]]:
         module = STAND_INS.get(node.module) or importlib.import_module(node.module)
         for alias in node.names:
             paste.add(alias.asname or alias.name, getattr(module, alias.name))
-    version = importlib.metadata.version("aot")
+    from aot import __version__ as version
     pasted = (
         f"# aot {version}'s model for block {block!r}, pasted from its modules by `aot export hf` (aot.hf.standalone)\n"
         + "".join(f"{line}\n" for line in sorted(set(paste.imports.values())))
