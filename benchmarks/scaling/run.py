@@ -8,8 +8,9 @@ Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
 - the recipe of benchmarks/lm (context 256, batch 16 = 4,096 tokens a step, AdamW (0.9, 0.95), weight decay 0.1,
   40 warm-up steps, clip 1.0) with the WSD schedule (``train.schedule=wsd``, cooldown over the last 20 %, to 0.1 lr);
   fp32 on every machine (so that a rerun elsewhere computes the same thing);
-- the lr: a sweep over 1e-3 / 3e-3 / 1e-2 at 1 M tokens at two sizes per family (the smallest and the third); the
-  best lr of a swept size is the vertex of the parabola through (log lr, val loss) (clipped to the swept range),
+- the lr: a sweep over 1e-3 / 3e-3 / 1e-2 at 1 M tokens at two sizes per family (the smallest and the third),
+  extended by factors of 3 while the best is at an edge; the best lr of a swept size is the vertex of the parabola
+  through (log lr, val loss) at the best tried lr and its neighbours (clipped to them),
   and every size takes the log-linear interpolation in log N between the two (extrapolated beyond) — a measured
   rule, not μP;
 - one WSD run per (family, size) to its largest budget, keeping the stable-phase checkpoints where each smaller
@@ -49,7 +50,8 @@ RUNS = Path("runs/scaling")
 TOKENS_PER_STEP = 16 * 256
 DECAY_FRACTION = 0.2
 HEAD_DIM = 32
-SWEEP_LRS = (1e-3, 3e-3, 1e-2)
+SWEEP_LRS = (1e-3, 3e-3, 1e-2)  # the first three; the sweep goes on along LR_LADDER while the best is at an edge
+LR_LADDER = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 SWEEP_STEPS = 250  # 1.02 M tokens
 TRAIN_BYTES = 4_554_000  # Shakespeare's train split (90 % of 5.06 M bytes): epochs = tokens / this
 
@@ -131,18 +133,41 @@ def stable_checkpoint(steps: int) -> int:
     return round(steps * (1 - DECAY_FRACTION))
 
 
-def sweep_jobs() -> list[Job]:
+def sweep_lrs(rows: list[dict[str, Any]], family: str, size: int) -> list[float]:
+    """The lrs a swept size needs: SWEEP_LRS, then one more step along LR_LADDER on the side of the best while the
+    best finished lr is the highest (or lowest) tried, so that the best has a tried neighbour on each side."""
+    lrs = list(SWEEP_LRS)
+    got = sweep_losses(rows, family, size)
+    while all(lr in got for lr in lrs):
+        best = min(lrs, key=lambda lr: got[lr])
+        i = LR_LADDER.index(best)
+        if best == max(lrs) and i + 1 < len(LR_LADDER):
+            lrs.append(LR_LADDER[i + 1])
+        elif best == min(lrs) and i > 0:
+            lrs.insert(0, LR_LADDER[i - 1])
+        else:
+            break
+    return lrs
+
+
+def sweep_losses(rows: list[dict[str, Any]], family: str, size: int) -> dict[float, float]:
+    return {
+        r["lr"]: r["val_loss"] for r in rows if r["kind"] == "sweep" and r["family"] == family and r["size"] == size
+    }
+
+
+def sweep_jobs(rows: list[dict[str, Any]]) -> list[Job]:
     jobs = []
     for family in FAMILIES.values():
         for size in SWEPT_SIZES:
             width = family.widths[size]
-            for lr in SWEEP_LRS:
+            for lr in sweep_lrs(rows, family.name, size):
                 folder = RUNS / "sweep" / f"{family.name}-d{width}-lr{lr:g}"
                 argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(SWEEP_STEPS, lr, 0))]
                 jobs.append(
                     Job("sweep", family.name, size, width, SWEEP_STEPS, lr, 0, folder, [*argv, "--out", str(folder)])
                 )
-    return jobs
+    return sorted(jobs, key=lambda j: j.size)  # the cheap smallest size of every family first
 
 
 def base_argv(family: Family) -> list[str]:
@@ -155,13 +180,17 @@ def sets(items: list[str]) -> list[str]:
 
 
 def swept_lr(rows: list[dict[str, Any]], family: str, size: int) -> float | None:
-    """The best lr at a swept size: the vertex of the parabola through (log lr, val loss) of the three sweep runs,
-    clipped to the swept range; None until all three have finished."""
-    got = {r["lr"]: r["val_loss"] for r in rows if r["kind"] == "sweep" and r["family"] == family and r["size"] == size}
-    if len(got) < len(SWEEP_LRS):
+    """The best lr at a swept size: the vertex of the parabola through (log lr, val loss) of the best tried lr and
+    its two neighbours (or the two beside it, at the end of LR_LADDER), clipped to them; None until the sweep
+    (:func:`sweep_lrs`) has finished."""
+    got = sweep_losses(rows, family, size)
+    lrs = sweep_lrs(rows, family, size)
+    if not all(lr in got for lr in lrs):
         return None
-    xs = [math.log(lr) for lr in SWEEP_LRS]
-    ys = [got[lr] for lr in SWEEP_LRS]
+    i = lrs.index(min(lrs, key=lambda lr: got[lr]))
+    i = min(max(i, 1), len(lrs) - 2)
+    xs = [math.log(lr) for lr in lrs[i - 1 : i + 2]]
+    ys = [got[lr] for lr in lrs[i - 1 : i + 2]]
     (x0, x1, x2), (y0, y1, y2) = xs, ys
     denom = (x0 - x1) * (x0 - x2) * (x1 - x2)
     a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / denom
@@ -339,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     rows = read_rows()
     while True:
-        sweeps = sweep_jobs()
+        sweeps = sweep_jobs(rows)
         mains, waiting = main_jobs(rows)
         mains += cosine_jobs(rows)
         jobs = (sweeps if args.only != "main" else []) + (mains if args.only != "sweep" else [])
