@@ -69,6 +69,39 @@ for _preset in RECALL_PRESETS.values():
     _preset["train"] = {"precision": "fp32", "weight_decay": 0.1, "grad_clip": 1.0, **_preset["train"]}
 
 
+#: the blocks the recall study compares (benchmarks/recall, the report's recall part): label -> the --set assignments
+#: that make it from cpu-quick's 2-layer, one-head model (Mamba needs aot[mamba])
+RECALL_BLOCKS: dict[str, tuple[str, ...]] = {
+    "GPT-2": ("model.preset=gpt2-cpu",),
+    "AoT-MHSA": ("model.preset=aot-mhsa-l-cpu",),
+    "AoT-MSSA (W_O)": ("model.preset=aot-mssa-l-cpu", "model.tied_output=false"),
+    "AoT-MSSA (tied)": ("model.preset=aot-mssa-tied-l-cpu", "model.tied_output=true"),
+    "CRATE": ("model.preset=crate-l-cpu",),
+    "Llama": ("model.preset=llama-l-cpu",),
+    "linear attention": ("model.preset=aot-mhsa-l-cpu", "model.block=linear-attn"),
+    "Mamba": ("model.preset=aot-mhsa-l-cpu", "model.block=mamba"),
+    "AoT-MSSA (W_O) + token shift": (
+        "model.preset=aot-mssa-l-cpu",
+        "model.tied_output=false",
+        "model.token_shift=channel",
+    ),
+}
+
+
+def study_sets(block: str, width: int, seq_len: int, n_pairs: int, vocab_size: int) -> list[str]:
+    """The ``--set`` assignments of one point of the recall study on top of cpu-quick: the block of
+    :data:`RECALL_BLOCKS`, 2 layers of ``width``, one head, and the MQAR setting."""
+    return [
+        *RECALL_BLOCKS[block],
+        "model.n_layer=2",
+        "model.n_head=1",
+        f"model.n_embd={width}",
+        f"data.seq_len={seq_len}",
+        f"data.n_pairs={n_pairs}",
+        f"data.vocab_size={vocab_size}",
+    ]
+
+
 @dataclass
 class RecallRun(TaskRun):
     """The config of ``aot train recall``: sections model, train, data and eval. Its models are language models

@@ -39,6 +39,7 @@ PART_MODULES = [
     "aot.report.parts.inside",  # reads the lm (and vision) parts' models
     "aot.report.parts.efficiency",
     "aot.report.parts.scaling",  # fits benchmarks/scaling's recorded runs (trains nothing)
+    "aot.report.parts.recall",  # MQAR across blocks (beyond the paper)
 ]
 
 
