@@ -5,12 +5,11 @@ benchmarks/recall/hits.py decomposes two tiny LM runs' gap."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+import runpy
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,17 +22,13 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "recall"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 
 
-def load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_recall_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def load_script(name: str) -> SimpleNamespace:
+    """A script of benchmarks/recall, run as a module that is not ``__main__``: its functions and classes."""
+    return SimpleNamespace(**runpy.run_path(str(BENCH / f"{name}.py"), run_name=f"bench_recall_{name}"))
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
+def bench() -> SimpleNamespace:
     return load_script("run")
 
 
