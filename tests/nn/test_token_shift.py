@@ -127,3 +127,12 @@ def test_off_by_default_and_an_existing_config_is_unchanged() -> None:
 def test_a_token_shift_where_it_means_nothing_is_one_line(fields: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         mssa(**fields)
+
+
+def test_the_transformer_lens_view_refuses_a_token_shift_in_one_line() -> None:
+    from aot.errors import AotError
+    from aot.lens import check_mappable
+
+    check_mappable(build_model(mssa()))  # the plain operator maps
+    with pytest.raises(AotError, match="no TransformerLens mapping for MSSA with a token shift"):
+        check_mappable(build_model(mssa(token_shift="scalar")))
