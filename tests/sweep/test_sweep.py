@@ -120,6 +120,7 @@ def test_every_task_declares_the_metric_its_sweeps_rank_by():
         "lm": ("val_nats_per_byte", "min"),
         "vision": ("val_top1", "max"),
         "icl": ("error_at_2d", "min"),
+        "recall": ("val_accuracy", "max"),
     }
 
 
