@@ -145,6 +145,13 @@ def eval_lm(sb: Sandbox, run: str, data: str | None = None) -> list[str]:
     return ["eval", "lm", run, "--task", "ptb", "--data", f"ptb={data}", "--batch-size", "4", "--out", sb.path("new")]
 
 
+HARNESS_TASK = Path(__file__).resolve().parents[1] / "fixtures" / "harness" / "aot_tiny.yaml"  # local: no download
+
+
+def eval_harness(sb: Sandbox, run: str) -> list[str]:
+    return ["eval", "harness", run, "--tasks", str(HARNESS_TASK), "--limit", "1", "--device", "cpu"]
+
+
 def eval_icl(sb: Sandbox, run: str, *extra: str) -> list[str]:
     return ["eval", "icl", run, "--prompts", "16", "--out", sb.path("new"), *extra]
 
@@ -162,7 +169,7 @@ BENCH += ["--set", "bench.peak_sizes=[64]"]
 REPRODUCE = ["reproduce", "--preset", "tiny", "--only"]
 SWEEP = ["sweep", "icl", "--plan", *(item for item in TINY["icl"] if item not in ("--device", "cpu"))]
 SCALING_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"  # synthetic runs
-SCALING = ["scaling", "fit", "--reference", "transformer", "--starts", "1", "--bootstrap", "2", "--boot-starts", "1"]
+SCALING = ["scaling", "fit", "--reference", "gpt2", "--starts", "1", "--bootstrap", "2", "--boot-starts", "1"]
 
 COMMANDS: dict[str, Command] = {
     "models": Command(good=lambda sb: ["models", "--json"]),
@@ -196,6 +203,13 @@ COMMANDS: dict[str, Command] = {
         out=lambda sb, p: [*eval_lm(sb, sb.path("lm")), "--out", p],
         accept={"--limit": ("1000000000000",)},
         either={"--batch-size": ("1000000000000",)},
+    ),
+    "eval harness": Command(  # a success is lm-eval's whole run (seconds: it indexes its own tasks): slow cases
+        good=lambda sb: eval_harness(sb, sb.path("lm")),
+        reads=("lm", "hf"),
+        on_run=eval_harness,
+        costly=True,
+        timeout=120,
     ),
     "eval icl": Command(
         good=lambda sb: eval_icl(sb, sb.path("icl")),
@@ -287,7 +301,8 @@ XFAIL: list[tuple[tuple[str, ...], str]] = []  # none wait now
 # slow (excluded by default, `-m slow`): what repeats a default case at the cost of seconds
 SLOW = (
     "reproduce|--data text=|a folder", "reproduce|--data text=|/dev/null", "*|OUT=a vision run",
-    "reproduce|OUT=a run's checkpoint/",
+    "reproduce|OUT=a run's checkpoint/", "eval harness", "eval harness|*|weights flipped, checkpoint.prev good",
+    "eval harness|*|results.json key-less",
 )  # fmt: skip
 
 
