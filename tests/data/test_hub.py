@@ -97,7 +97,8 @@ def test_offline_mode_reads_the_cache_without_a_probe(monkeypatch: pytest.Monkey
         load_text("hf:wikitext")
 
 
-@pytest.mark.slow  # 7-13 s here: the command's start-up (torch, the memory check) before it reads any data
+# 2.7 s measured on a loaded 2-core AMD EPYC: the task probes the hub before its memory check (LMTask.check), so what
+# remains is importing torch; the bound below leaves room for a loaded CI machine
 def test_train_lm_without_a_hub_is_one_line_exit_2(tmp_path: Path) -> None:
     """What a user sees: `aot train lm --corpus hf:NAME` on a machine that cannot reach the hub: one line, exit 2,
     nothing written, no retries (which took 30-45 s before aot.data.hub probed the hub)."""
@@ -113,4 +114,4 @@ def test_train_lm_without_a_hub_is_one_line_exit_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("aot: error: cannot load corpus 'hf:wikitext': the HuggingFace hub")
     assert "Retrying" not in done.stdout + done.stderr
     assert not out.exists()
-    assert elapsed < 20, f"{elapsed:.1f} s"  # the data step itself: test_unreachable_hub_is_one_line_at_once
+    assert elapsed < 10, f"{elapsed:.1f} s"  # the probe itself: test_unreachable_hub_is_one_line_at_once

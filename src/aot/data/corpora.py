@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aot.data.hub import load_hub_dataset
+from aot.data.hub import load_hub_dataset, require_hub
 from aot.errors import AotError
 from aot.interpreter import module_argv
 from aot.run_folder import atomic_target
@@ -240,10 +240,20 @@ def _read_text_file(path: Path) -> str:
     return read_text_file(path, "corpus file", "give UTF-8 .txt files (a file, or a folder of them)")
 
 
+def check_hub_corpus(spec: str) -> None:
+    """For an ``hf:NAME`` corpus, refuse at once (one line) when the hub it needs does not answer
+    (:func:`aot.data.hub.require_hub`); nothing for any other corpus."""
+    if spec.startswith("hf:"):
+        require_hub(spec[3:], f"corpus {spec!r}", HF_FIX)
+
+
+HF_FIX = "use a local .txt file or folder"
+
+
 def _load_hf(name: str) -> str:
     """The ``text`` column of the ``train`` split of HuggingFace dataset ``NAME[:CONFIG]`` (:mod:`aot.data.hub`:
     one line at once when the hub cannot be reached)."""
-    dataset = load_hub_dataset(name, f"corpus 'hf:{name}'", "use a local .txt file or folder", split="train")
+    dataset = load_hub_dataset(name, f"corpus 'hf:{name}'", HF_FIX, split="train")
     if "text" not in dataset.column_names:
         raise AotError(f"HuggingFace dataset {name!r} has no 'text' column (columns: {dataset.column_names})")
     return "\n".join(dataset["text"])

@@ -11,11 +11,14 @@ reads its local cache) or a local file. There is no probe in offline mode (``HF_
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from aot.errors import AotError
 
+#: the environment variables that put huggingface_hub / datasets offline
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 #: seconds the hub has to answer the probe (a refused connection or an unknown host answers at once)
 PROBE_TIMEOUT = 3.0
 
@@ -35,6 +38,23 @@ def hub_unreachable(timeout: float = PROBE_TIMEOUT) -> str | None:
     return None
 
 
+def require_hub(spec: str, what: str, fix: str, offline: bool | None = None) -> None:
+    """One :class:`AotError` at once when dataset ``spec`` (``NAME[:CONFIG]``) would need the hub and the hub does
+    not answer; nothing in offline mode (``offline``; ``None``: the ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``
+    environment) or for a dataset folder on disk. Cheap (no ``datasets`` import): a task calls it before its other
+    checks, so that an offline ``hf:NAME`` run says so within a second or two of starting."""
+    if offline is None:
+        offline = any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in OFFLINE_VARIABLES)
+    if offline or Path(spec.partition(":")[0]).exists():
+        return
+    reason = hub_unreachable()
+    if reason is not None:
+        raise AotError(
+            f"cannot load {what}: the HuggingFace hub {reason}; set HF_HUB_OFFLINE=1 to read it from the local "
+            f"datasets cache, or {fix}"
+        )
+
+
 def load_hub_dataset(spec: str, what: str, fix: str, **kwargs: Any) -> Any:
     """``datasets.load_dataset(NAME, CONFIG, **kwargs)`` for ``spec`` = ``NAME[:CONFIG]`` (without ``hf:``); every
     failure is one :class:`AotError` naming ``what`` (``corpus 'hf:NAME'``) and ending in ``fix`` (what works
@@ -45,13 +65,7 @@ def load_hub_dataset(spec: str, what: str, fix: str, **kwargs: Any) -> Any:
         raise AotError(f"{what} needs HuggingFace datasets: pip install 'aot[hf-data]'") from None
     name, _, config = spec.partition(":")
     offline = bool(datasets.config.HF_HUB_OFFLINE)
-    if not offline and not Path(name).exists():
-        reason = hub_unreachable()
-        if reason is not None:
-            raise AotError(
-                f"cannot load {what}: the HuggingFace hub {reason}; set HF_HUB_OFFLINE=1 to read it from the local "
-                f"datasets cache, or {fix}"
-            )
+    require_hub(spec, what, fix, offline=offline)
     try:
         return datasets.load_dataset(name, config or None, **kwargs)
     except Exception as exc:

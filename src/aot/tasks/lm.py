@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, fetch_corpus, is_fetched
+from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, check_hub_corpus, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, GPT2Tokenizer, save_tokenizer
 from aot.errors import AotError
@@ -225,7 +225,9 @@ class LMTask(Task[LMData]):
     )
 
     def check(self, run: LMRun) -> None:
-        """The run's training step must fit in memory (with the vocabulary its tokenizer will give)."""
+        """An ``hf:`` corpus's hub must answer (checked first: it takes a second, the memory check more), and the
+        run's training step must fit in memory (with the vocabulary its tokenizer will give)."""
+        check_hub_corpus(run.data.corpus)
         cfg = run.model_config(**_vocab_field(run.data.tokenizer))
         self.check_memory(run, cfg, cfg.block_size)
 
