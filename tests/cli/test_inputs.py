@@ -407,6 +407,10 @@ BASE = {
         "--out", "{tmp}/denoise",
     ],
     ("bench",): ["--quick", "--only", "models", "--no-memory", "--no-breakdown", "--out", "{tmp}/bench"],
+    ("scaling", "fit"): [
+        str(Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"), "--reference", "gpt2",
+        "--starts", "1", "--bootstrap", "2", "--boot-starts", "1", "--out", "{tmp}/fit",
+    ],
 }  # fmt: skip
 #: commands whose every run takes long (a whole benchmark: about 40 s): their options are only parsed and checked
 #: as their config (what a run does first), not run
