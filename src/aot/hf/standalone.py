@@ -60,6 +60,7 @@ def modeling_source(block: str) -> tuple[str, list[str]]:
         for alias in node.names:
             paste.add(alias.asname or alias.name, getattr(module, alias.name))
     from aot import __version__ as version
+
     pasted = (
         f"# aot {version}'s model for block {block!r}, pasted from its modules by `aot export hf` (aot.hf.standalone)\n"
         + "".join(f"{line}\n" for line in sorted(set(paste.imports.values())))
