@@ -189,7 +189,7 @@ class LMTask(Task[LMData]):
         "shared trainer, then report val and test loss, perplexity and bits per byte beside the unigram and bigram "
         "baselines. Writes results.json, loss_curve.png, metrics.jsonl and checkpoint/ (safetensors + JSON) "
         "into --out. The default (preset cpu-quick) fetches Shakespeare if missing and trains a small AoT-MHSA "
-        "on a 2-core CPU; its recorded time and loss are in benchmarks/main_job. Under torchrun the global "
+        "on a 2-core CPU; its recorded time and loss are in the README's main-job table. Under torchrun the global "
         "batch stays the same for any number of processes.",
         examples=(
             "aot train lm                                   # cpu-quick: AoT-MHSA on Shakespeare bytes",
@@ -200,8 +200,10 @@ class LMTask(Task[LMData]):
             "torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp",
         ),
         preset_notes=(
-            "cpu-quick  AoT-MHSA 6 x 256, Shakespeare bytes, context 128, 800 steps x 16 (1.6M tokens); its",
-            "           recorded time and loss: benchmarks/main_job (times vary with the CPU and --precision)",
+            "cpu-quick  model preset aot-mhsa-l-cpu cut to 6 layers (AoT-MHSA 6 x 256; --dump-config shows",
+            "           `preset: aot-mhsa-l-cpu` and `n_layer: 6`), Shakespeare bytes, context 128, 800 steps x 16",
+            "           (1.6M tokens); its recorded time and loss: benchmarks/main_job in the repository (times",
+            "           vary with the CPU and --precision)",
             "cpu-bench  the recipe of benchmarks/lm (context 256, batch 16, lr 1e-3)",
             "gpu-base   GPT-2 small scale (12 x 768) on GPT-2 BPE, torch.compile",
         ),
