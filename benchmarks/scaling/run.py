@@ -21,6 +21,7 @@ Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --plan      # the jobs and their cost
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py             # run what is not finished
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --only sweep --max-minutes 60
+    ... run.py --shard 0/2 & ... run.py --shard 1/2 &                             # two drivers, two cores
 
 Every job is a run folder under runs/scaling/ (resumable: a killed job continues from its checkpoint), skipped when
 its results.json is finished; the results file is rewritten after each job.
@@ -35,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -345,6 +347,16 @@ def collect(jobs: list[Job], rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return rows
 
 
+def in_shard(job: Job, shard: str | None) -> bool:
+    """Whether ``job`` is this driver's (``I/N``: crc32 of its folder name modulo N is I; None: every job). The hash
+    is of the name, so a job stays in its shard as the plan grows; a branch waits until its parent's kept
+    checkpoint exists, whichever shard trains the parent."""
+    if shard is None:
+        return True
+    index, _, count = shard.partition("/")
+    return zlib.crc32(job.folder.name.encode()) % int(count) == int(index)
+
+
 def run_job(job: Job) -> bool:
     log = RUNS / "logs" / f"{job.folder.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -364,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("sweep", "main"), help="run only the lr sweeps or only the main grid")
     parser.add_argument("--max-minutes", type=float, default=None, help="start no new job after this many minutes")
     parser.add_argument("--collect", action="store_true", help="record finished runs into results.json and stop")
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only the jobs whose folder name hashes to I modulo N (two drivers on two cores: 0/2 and 1/2)",
+    )
     args = parser.parse_args(argv)
     start = time.time()
     rows = read_rows()
@@ -375,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = collect(sweeps + mains, rows)
         write_rows(rows)
         todo = [j for j in jobs if read_results(j.folder) is None and (j.parent is None or j.parent.is_dir())]
+        todo = [j for j in todo if in_shard(j, args.shard)]
         if args.plan or args.collect:
             for job in sweeps + mains:
                 state = "done" if read_results(job.folder) is not None else "to do"
