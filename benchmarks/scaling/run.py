@@ -30,6 +30,7 @@ its results.json is finished; the results file is rewritten after each job.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -37,7 +38,7 @@ import subprocess
 import sys
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,6 @@ class Family:
     preset: str
     n_layer: int
     widths: tuple[int, ...]
-    budgets: dict[int, tuple[int, ...]] = field(default_factory=dict)  # width -> steps; default DEFAULT_BUDGETS
 
 
 DEFAULT_BUDGETS = (250, 500, 1000)  # 1, 2, 4 M tokens
@@ -221,6 +221,7 @@ def model_config(family: Family, width: int) -> ModelConfig:
                          position="rope", init_std=0.05, block_size=256, vocab_size=256)  # fmt: skip
 
 
+@functools.cache  # the lr rule asks for it on every pass of the driver's loop: build each size once
 def non_embedding(family: Family, width: int) -> int:
     from aot.models import build_model
 
