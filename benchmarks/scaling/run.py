@@ -289,6 +289,32 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
     return jobs, waiting
 
 
+FAMILY_ORDER = tuple(FAMILIES)
+
+
+def priority(job: Job) -> tuple[float, int, int]:
+    """The order the drivers take jobs in, so that wherever a sitting stops the grid done is the most useful one:
+    the sweeps, then seed 0 of GPT-2, AoT-MHSA and AoT-MSSA size by size (all families at a size before the next
+    size; the WSD-vs-cosine check at seed 0 after the two smallest sizes), then the second seeds, then the largest
+    size of those three, then the tied family (the costliest and the furthest behind). A branch follows its
+    parent (it cannot start before the parent's kept checkpoint exists)."""
+    tied = job.family == "aot-mssa-tied"
+    largest = job.size == len(FAMILIES[job.family].widths) - 1
+    if tied:
+        stage = 5.0
+    elif job.kind == "sweep":
+        stage = 0.0
+    elif job.kind == "cosine":
+        stage = 1.5 if job.seed == 0 else 3.0
+    elif largest:
+        stage = 4.0
+    elif job.seed == 1:
+        stage = 3.0
+    else:
+        stage = 1.0 if job.size < 2 else 2.0
+    return stage, job.size, FAMILY_ORDER.index(job.family)
+
+
 def row_of(job: Job, results: dict[str, Any]) -> dict[str, Any]:
     cfg = model_config(FAMILIES[job.family], job.width)
     flops_per_sample = training_flops_per_sample(cfg, 256)
@@ -390,12 +416,15 @@ def main(argv: list[str] | None = None) -> int:
         mains, waiting = main_jobs(rows)
         mains += cosine_jobs(rows)
         jobs = (sweeps if args.only != "main" else []) + (mains if args.only != "sweep" else [])
+        before = len(rows)
         rows = collect(sweeps + mains, rows)
-        write_rows(rows)
+        if len(rows) != before or not RESULTS.is_file():
+            write_rows(rows)  # only when a run landed: --plan and an idle pass leave the file as it is
+        jobs = sorted(jobs, key=priority)  # stable: a main run stays before its branches
         todo = [j for j in jobs if read_results(j.folder) is None and (j.parent is None or j.parent.is_dir())]
         todo = [j for j in todo if in_shard(j, args.shard)]
         if args.plan or args.collect:
-            for job in sweeps + mains:
+            for job in sorted(sweeps + mains, key=priority):
                 state = "done" if read_results(job.folder) is not None else "to do"
                 print(f"{state:6} {job.kind:6} {job.folder.name:32} {job.tokens / 1e6:5.1f} M tokens lr {job.lr:.2g}")
             for line in waiting:
