@@ -22,6 +22,7 @@ Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py             # run what is not finished
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --only sweep --max-minutes 60
     ... run.py --shard 0/2 & ... run.py --shard 1/2 &                             # two drivers, two cores
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --render    # schedule.md and fit/ (the laws)
 
 Every job is a run folder under runs/scaling/ (resumable: a killed job continues from its checkpoint), skipped when
 its results.json is finished; the results file is rewritten after each job.
@@ -397,6 +398,26 @@ def run_job(job: Job) -> bool:
     return code == 0
 
 
+def render() -> int:
+    """schedule.md (the WSD-against-cosine check) and fit/ (``aot scaling fit`` of the study's main and branch rows,
+    the families whose runs determine a law, read at the paper's sizes: the ``scaling`` part of `aot reproduce`)."""
+    from aot.cli import main as aot
+    from aot.report.part import Context
+    from aot.report.parts import scaling
+    from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary
+
+    check = schedule_summary(schedule_pairs(read_rows()))
+    title = "# WSD cooldown branches against cosine runs from scratch (val nats per byte ± SE over the full split)"
+    write_text_atomic(HERE / "schedule.md", f"{title}\n\n{schedule_markdown(check)}")
+    print(f"Wrote {HERE / 'schedule.md'}: " + schedule_markdown(check).splitlines()[0])
+    plan = scaling.plan(Context(preset="full", part_dir=HERE, data={"scaling-runs": str(RESULTS)}))
+    if plan.missing:
+        print("not fitted: " + "; ".join(plan.missing))
+        return 0
+    print("aot " + " ".join(plan.steps[0].options(HERE)), flush=True)
+    return aot(plan.steps[0].options(HERE))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", action="store_true", help="print the jobs (done / to do) and stop")
@@ -404,11 +425,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=None, help="start no new job after this many minutes")
     parser.add_argument("--collect", action="store_true", help="record finished runs into results.json and stop")
     parser.add_argument(
+        "--render", action="store_true", help="write schedule.md (WSD against cosine) and fit/ (the laws) and stop"
+    )
+    parser.add_argument(
         "--shard",
         metavar="I/N",
         help="run only the jobs whose folder name hashes to I modulo N (two drivers on two cores: 0/2 and 1/2)",
     )
     args = parser.parse_args(argv)
+    if args.render:
+        return render()
     start = time.time()
     rows = read_rows()
     while True:

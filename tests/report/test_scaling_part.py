@@ -95,3 +95,18 @@ def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
     assert base["paper: gap"] == f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} %"
     assert base["gap to GPT-2 [95 %]"] == with_interval(fit["points"][1]["gap"], "+.1f", 100, " %")
     assert set(results["figures"]) == {"fit/frontier.png", "fit/gap.png"}
+
+
+def test_the_section_shows_the_wsd_against_cosine_check_when_the_study_has_one(part_dir):
+    from aot.sweep.scaling.schedule_check import SCHEDULE_HEADER, schedule_pairs, schedule_summary
+
+    results = json.loads((part_dir / "results.json").read_text())
+    assert results["schedule_check"]["pairs"] == []  # the synthetic runs have no cosine rows
+    point = {"family": "gpt2", "n_embd": 64, "non_embedding_params": 300_000, "steps": 500, "tokens": 2_048_000}
+    runs = (("branch", 0, 1.75), ("branch", 1, 1.76), ("cosine", 0, 1.74), ("cosine", 1, 1.77))
+    rows = [{**point, "kind": k, "seed": s, "val_loss": v, "val_loss_se": 0.004} for k, s, v in runs]
+    check = schedule_summary(schedule_pairs(rows))
+    tables = [b for b in scaling.render({**results, "schedule_check": check}, part_dir) if isinstance(b, Table)]
+    table = next(t for t in tables if t.header == SCHEDULE_HEADER)
+    assert [r[8] for r in table.rows] == ["+0.0100 ± 0.0057", "-0.0100 ± 0.0057"]
+    assert "within the seed noise (0.0300)" in table.caption

@@ -32,6 +32,7 @@ from aot.report.part import (
 )
 from aot.sweep.scaling import ScalingRun, read_scaling_runs
 from aot.sweep.scaling.render import GAP_HEADER, LAW_HEADER, gap_rows, law_rows, with_interval
+from aot.sweep.scaling.schedule_check import SCHEDULE_HEADER, schedule_pairs, schedule_rows, schedule_summary, verdict
 from aot.sweep.scaling.study import FitSettings, check_family
 
 RUNS = Path(__file__).resolve().parents[4] / "benchmarks" / "scaling" / "results.json"
@@ -139,6 +140,14 @@ def plan(ctx: Context) -> Plan:
     return Plan([Step("fit", argv)], settings, missing=missing)
 
 
+def schedule_check(path: Path) -> dict[str, Any] | None:
+    """The WSD-against-cosine check of the study's rows (:mod:`aot.sweep.scaling.schedule_check`); None for a runs
+    file whose rows do not say their kind."""
+    if not kind_filter(path):
+        return None
+    return schedule_summary(schedule_pairs(json.loads(path.read_text(encoding="utf-8"))["runs"]))
+
+
 def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
     fit = read_step_results(part_dir, plan, "fit")
     keep = ("source", "reference", "level", "settings", "families", "points", "gap", "machine")
@@ -147,6 +156,7 @@ def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
         "recorded_max": fit["frontier"]["recorded_max"],
         "runs": len(fit["runs"]),
         "waiting": plan.settings.get("waiting", []),
+        "schedule_check": schedule_check(Path(plan.settings["runs"])),
         "figures": existing_figures(
             part_dir,
             {
@@ -207,6 +217,11 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
                 point_rows(results),
             )
         )
+    check = results.get("schedule_check")
+    if check is not None:
+        title = "WSD cooldown branches against cosine runs from scratch at the same budget (val loss ± its standard "
+        title += "error over the full split; seed noise: the spread of the two seeds at that point). " + verdict(check)
+        blocks.append(Table(title, SCHEDULE_HEADER, schedule_rows(check)) if check["pairs"] else Paragraph(title))
     blocks += figure_blocks(results, part_dir)
     if results["waiting"]:
         blocks.append(Paragraph("Not fitted yet (too few finished runs): " + "; ".join(results["waiting"]) + "."))

@@ -1,0 +1,84 @@
+"""benchmarks/scaling/run.py plans issue 27's grid: the lr rule between the two swept sizes, the sweep's extension
+while the best lr is at an edge, and the order its drivers take jobs in (a stopped sitting leaves the most useful
+grid). Planning only: nothing trains."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from test_lm_bench_script import load_script
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "scaling" / "run.py"
+
+
+@pytest.fixture(scope="module")
+def study() -> ModuleType:
+    return load_script("bench_scaling_run", SCRIPT)
+
+
+def sweep_rows(study, family: str, size: int, losses: dict[float, float]) -> list[dict]:
+    return [{"kind": "sweep", "family": family, "size": size, "lr": lr, "val_loss": v} for lr, v in losses.items()]
+
+
+def test_the_sweep_goes_on_while_the_best_lr_is_at_an_edge(study):
+    rows = sweep_rows(study, "gpt2", 0, {1e-3: 2.3, 3e-3: 2.1, 1e-2: 2.0})
+    assert study.sweep_lrs(rows, "gpt2", 0) == [1e-3, 3e-3, 1e-2, 3e-2]  # best at the top: one more step up
+    assert study.swept_lr(rows, "gpt2", 0) is None  # the sweep is not finished
+    rows += sweep_rows(study, "gpt2", 0, {3e-2: 2.05})
+    assert study.sweep_lrs(rows, "gpt2", 0) == [1e-3, 3e-3, 1e-2, 3e-2]
+    # the vertex of the parabola through (log lr, loss) at 3e-3, 1e-2, 3e-2, computed directly
+    assert study.swept_lr(rows, "gpt2", 0) == pytest.approx(vertex({3e-3: 2.1, 1e-2: 2.0, 3e-2: 2.05}), rel=1e-9)
+
+
+def vertex(losses: dict[float, float]) -> float:
+    """The lr at the vertex of the parabola through (log lr, loss), fitted directly."""
+    a, b, _ = np.polyfit([math.log(lr) for lr in losses], list(losses.values()), 2)
+    return math.exp(-b / (2 * a))
+
+
+def test_every_size_takes_the_log_linear_lr_between_the_swept_sizes(study):
+    family = study.FAMILIES["gpt2"]
+    small, third = {1e-3: 2.3, 3e-3: 2.0, 1e-2: 2.2}, {1e-3: 2.0, 3e-3: 1.9, 1e-2: 2.05}
+    rows = sweep_rows(study, "gpt2", 0, small) + sweep_rows(study, "gpt2", 2, third)
+    lr0, lr2 = vertex(small), vertex(third)
+    assert study.swept_lr(rows, "gpt2", 0) == pytest.approx(lr0, rel=1e-9)
+    assert study.swept_lr(rows, "gpt2", 2) == pytest.approx(lr2, rel=1e-9)
+    n0, n1, n2, n3 = (math.log(study.non_embedding(family, w)) for w in family.widths)
+    for size, n in ((1, n1), (3, n3)):  # between the swept sizes, and beyond them (extrapolated)
+        t = (n - n0) / (n2 - n0)
+        expected = math.exp((1 - t) * math.log(lr0) + t * math.log(lr2))
+        assert study.lr_rule(rows, family, size) == pytest.approx(expected, rel=1e-9)
+    assert study.lr_rule(rows[:-1], family, 1) is None  # one lr of the third size missing: the rule waits
+
+
+def test_the_drivers_take_the_three_main_families_size_by_size_and_the_tied_family_last(study):
+    def job(kind: str, family: str, size: int, seed: int = 0):
+        return study.Job(kind, family, size, 64, 250, 1e-3, seed, Path(f"{family}-{size}-{seed}-{kind}"), [])
+
+    jobs = [
+        job("main", "aot-mssa-tied", 0),
+        job("main", "gpt2", 3),  # the largest size
+        job("main", "aot-mssa", 2),
+        job("main", "gpt2", 0, seed=1),  # a second seed
+        job("cosine", "gpt2", 0),
+        job("main", "aot-mssa", 0),
+        job("branch", "gpt2", 1),
+        job("main", "gpt2", 1),
+        job("sweep", "aot-mhsa", 2),
+    ]
+    ordered = [(j.kind, j.family, j.size, j.seed) for j in sorted(jobs, key=study.priority)]
+    assert ordered == [
+        ("sweep", "aot-mhsa", 2, 0),
+        ("main", "aot-mssa", 0, 0),
+        ("branch", "gpt2", 1, 0),  # a branch keeps its place after its main run when both are listed (stable)
+        ("main", "gpt2", 1, 0),
+        ("cosine", "gpt2", 0, 0),
+        ("main", "aot-mssa", 2, 0),
+        ("main", "gpt2", 0, 1),
+        ("main", "gpt2", 3, 0),
+        ("main", "aot-mssa-tied", 0, 0),
+    ]
