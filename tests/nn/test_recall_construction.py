@@ -12,28 +12,12 @@ filler 0; ``k_1 v_1 k_2 v_2`` then the two keys asked again at positions 4 and 6
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 
-from aot.config import ModelConfig
 from aot.data.mqar import MQARConfig
 from aot.models import build_model
-
-V, T = 8, 8
-KEYS, VALUES = (1, 2, 3), (4, 5, 6, 7)
-
-
-def instances() -> list[tuple[list[int], dict[int, int]]]:
-    """Every 2-pair sequence (tokens, {query position: answer}): 6 key orders x 12 value pairs x 2 query orders."""
-    out = []
-    for (k1, k2), (v1, v2), flip in itertools.product(
-        itertools.permutations(KEYS, 2), itertools.permutations(VALUES, 2), (False, True)
-    ):
-        first, second = ((k2, v2), (k1, v1)) if flip else ((k1, v1), (k2, v2))
-        out.append(([k1, v1, k2, v2, first[0], 0, second[0], 0], {4: first[1], 6: second[1]}))
-    return out
+from recall_constructions import KEYS, VALUES, T, V, induction_mhsa, instances, plain
 
 
 def test_the_instances_are_mqar_sequences_of_that_config() -> None:
@@ -54,44 +38,11 @@ def answers(model: torch.nn.Module) -> float:
     return right / total
 
 
-def plain(block: str, **fields: object) -> ModelConfig:
-    base = dict(
-        block=block, n_layer=1, n_head=1, vocab_size=V, block_size=T, norm="none", final_norm=False, bias=False,
-        attn_scale=False, task="lm",
-    )  # fmt: skip
-    return ModelConfig(**{**base, **fields})
-
-
 def test_two_hand_set_mhsa_layers_with_positions_answer_every_instance() -> None:
-    # stream: TOK one-hot [0, 8), POS one-hot [8, 16), PREV one-hot [16, 24) written by layer 1
-    tok, pos, prev = 0, V, V + T
-    model = build_model(plain("aot-mhsa", n_layer=2, n_embd=24, position="learned")).double().eval()
-    d, beta, gamma, gain = 24, 30.0, 30.0, 3.0
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        model.tok_embed.weight[:, tok : tok + V] = torch.eye(V)  # the LM head is tied: logits = the TOK part
-        model.pos_embed.weight[:, pos : pos + T] = torch.eye(T)
-        first, second = (block.attn for block in model.backbone.blocks)
-        wq, wk, wv = first.qkv_proj.weight.view(3, d, d)  # rows: the q, k, v coordinates; columns: the stream
-        for i in range(1, T):  # previous-token head: position i's query is position i-1's key
-            wq[i - 1, pos + i] = beta
-        for j in range(T):
-            wk[j, pos + j] = 1.0
-        for x in range(V):
-            wv[x, tok + x] = 1.0  # the value is the token ...
-        first.out_proj.weight[prev : prev + V, :V] = torch.eye(V)  # ... written into PREV
-        wq, wk, wv = second.qkv_proj.weight.view(3, d, d)
-        for x in range(V):  # induction head: the query's token against each key's predecessor
-            wq[x, tok + x] = gamma
-            wk[x, prev + x] = 1.0
-            wv[x, tok + x] = 1.0
-        wq[V, pos : pos + T] = 1.0  # a constant query coordinate ...
-        wk[V, pos + 0] = -100.0  # ... keeps position 0 (whose "predecessor" is itself) out
-        second.out_proj.weight[tok : tok + V, :V] = gain * torch.eye(V)  # the matched token, into the logits
+    model = induction_mhsa()  # a previous-token head, then an induction head (tests/recall_constructions.py)
     assert answers(model) == 1.0
-    with torch.no_grad():
-        first.out_proj.weight.zero_()  # without the previous-token step the second head has nothing to match
+    with torch.no_grad():  # without the previous-token step the second head has nothing to match
+        model.backbone.blocks[0].attn.out_proj.weight.zero_()
     assert answers(model) < 0.5
 
 
