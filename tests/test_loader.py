@@ -453,3 +453,15 @@ def test_a_command_falls_back_to_checkpoint_prev_and_says_so(copy_run, capsys) -
         "using checkpoint.prev/ (step 2)"
     )
     assert note in err.splitlines()
+
+
+def test_a_save_pretrained_folder_says_how_to_name_its_tokenizer_and_then_loads_with_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aot.data.tokenizers import get_tokenizer, save_tokenizer
+
+    model = build_model(preset_config("gpt2-cpu", n_layer=1, n_embd=16, n_head=2, vocab_size=256, block_size=16))
+    model.save_pretrained(tmp_path / "m")
+    with pytest.raises(AotError, match=r"save_tokenizer\(TOKENIZER, FOLDER\).*tokenizer=False"):
+        load_run(tmp_path / "m")
+    assert load_run(tmp_path / "m", tokenizer=False).tokenizer is None
+    save_tokenizer(get_tokenizer("bytes"), tmp_path / "m")
+    assert load_run(tmp_path / "m").tokenizer.encode("ab") == [97, 98]
