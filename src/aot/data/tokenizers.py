@@ -246,7 +246,7 @@ def tokenizer_name(run_dir: Path, checkpoint: Path | None = None) -> tuple[str, 
     raise AotError(
         f"{str(run_dir)!r} does not say which tokenizer its model uses (no results.json, checkpoint/trainer.json "
         f"or {TOKENIZER_NAME_FILE}); a model saved with save_pretrained says it with "
-        f"aot.data.tokenizers.save_tokenizer(TOKENIZER, FOLDER) (or {{\"name\": \"bytes\"}} in {TOKENIZER_NAME_FILE}), "
+        f'aot.data.tokenizers.save_tokenizer(TOKENIZER, FOLDER) (or {{"name": "bytes"}} in {TOKENIZER_NAME_FILE}), '
         "or load the model alone (aot.load_run(FOLDER, tokenizer=False))"
     )
 
