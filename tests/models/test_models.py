@@ -417,6 +417,9 @@ def test_vision_model_follows_timm_interface():
     assert model.forward_head(features, pre_logits=True).shape == (2, 16)
     model.reset_classifier(7)
     assert model(images).shape == (2, 7)
+    pooled = model.forward_head(model.forward_features(images), pre_logits=True)
+    model.reset_classifier(0)  # no head: the pooled features the head read
+    torch.testing.assert_close(model(images), pooled, rtol=0, atol=0)
     assert {"pos_embed", "cls_token"} <= model.no_weight_decay()
 
 

@@ -37,7 +37,6 @@ from functools import partial
 from typing import Any
 
 import torch
-from torch import nn
 
 from aot.blockspec import block_spec
 from aot.config import ModelConfig
@@ -137,11 +136,7 @@ class TimmImageClassifier(ImageClassifier):
         """A new classifier for ``num_classes`` (0: none, the model returns features); ``global_pool`` as timm's."""
         if global_pool is not None:
             self.global_pool = _check_pool(global_pool)
-        if num_classes == 0:  # the config keeps its count: a ModelConfig always describes a classifier
-            self.num_classes = 0
-            self.head = nn.Identity()
-        else:
-            super().reset_classifier(num_classes)
+        super().reset_classifier(num_classes)
 
 
 def _image_size(value: Any) -> Any:

@@ -64,6 +64,12 @@ class ImageClassifier(AotModel):
         return self.head
 
     def reset_classifier(self, num_classes: int) -> None:
+        """A new, freshly initialised classifier for ``num_classes`` (timm's convention); 0 removes it, and the model
+        returns the pooled features (``num_features`` wide). The config keeps its class count then: a ModelConfig
+        always describes a classifier."""
         self.num_classes = num_classes
+        if num_classes == 0:
+            self.head = nn.Identity()
+            return
         self.cfg = self.cfg.replace(num_classes=num_classes)
-        self.head = nn.Linear(self.cfg.n_embd, num_classes) if num_classes > 0 else nn.Identity()
+        self.head = nn.Linear(self.cfg.n_embd, num_classes)
