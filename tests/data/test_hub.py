@@ -114,4 +114,21 @@ def test_train_lm_without_a_hub_is_one_line_exit_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("aot: error: cannot load corpus 'hf:wikitext': the HuggingFace hub")
     assert "Retrying" not in done.stdout + done.stderr
     assert not out.exists()
-    assert elapsed < 10, f"{elapsed:.1f} s"  # the probe itself: test_unreachable_hub_is_one_line_at_once
+    assert elapsed < 20, f"{elapsed:.1f} s"  # retries took 30-45 s (the probe alone: the test above)
+
+
+def test_a_hub_that_answered_is_not_probed_again_in_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task's early check and the load both call require_hub: one probe, not two; a hub that did not answer is
+    asked again (it may be back)."""
+    probes: list[str] = []
+    answers = iter([None, "http://x does not answer"])
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://probe-once.invalid")
+    monkeypatch.setattr(hub, "_ANSWERED", set())
+    monkeypatch.setattr(hub, "hub_unreachable", lambda timeout=0: probes.append("probe") or next(answers))
+    hub.require_hub("wikitext", "corpus 'hf:wikitext'", "use a file", offline=False)
+    hub.require_hub("wikitext", "corpus 'hf:wikitext'", "use a file", offline=False)
+    assert probes == ["probe"]
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://another.invalid")
+    with pytest.raises(AotError, match="does not answer"):
+        hub.require_hub("wikitext", "corpus 'hf:wikitext'", "use a file", offline=False)
+    assert probes == ["probe", "probe"]

@@ -21,6 +21,8 @@ from aot.errors import AotError
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 #: seconds the hub has to answer the probe (a refused connection or an unknown host answers at once)
 PROBE_TIMEOUT = 3.0
+#: the endpoints that answered a probe in this process: a hub that answered is not probed again
+_ANSWERED: set[str] = set()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -47,8 +49,14 @@ def require_hub(spec: str, what: str, fix: str, offline: bool | None = None) -> 
         offline = any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in OFFLINE_VARIABLES)
     if offline or Path(spec.partition(":")[0]).exists():
         return
+    from huggingface_hub import constants
+
+    if constants.ENDPOINT in _ANSWERED:  # probed in this process already (the task's check, then the load)
+        return
     reason = hub_unreachable()
-    if reason is not None:
+    if reason is None:
+        _ANSWERED.add(constants.ENDPOINT)
+    else:
         raise AotError(
             f"cannot load {what}: the HuggingFace hub {reason}; set HF_HUB_OFFLINE=1 to read it from the local "
             f"datasets cache, or {fix}"
