@@ -46,7 +46,8 @@ from typing import Any
 from aot.bench.flops import training_flops_per_sample
 from aot.config import ModelConfig
 from aot.run_folder import read_results, write_text_atomic
-from aot.runinfo import machine_info
+from aot.runinfo import machine_info, replace_marked_block
+from aot.sweep.scaling.schedule_check import verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -415,7 +416,57 @@ def render() -> int:
         print("not fitted: " + "; ".join(plan.missing))
         return 0
     print("aot " + " ".join(plan.steps[0].options(HERE)), flush=True)
-    return aot(plan.steps[0].options(HERE))
+    code = aot(plan.steps[0].options(HERE))
+    if code == 0:
+        fit = json.loads((HERE / "fit" / "results.json").read_text())
+        block = readme_summary(fit, check, len(read_rows()))
+        for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
+            write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
+            print(f"Wrote the scaling:summary block of {readme}")
+    return code
+
+
+def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int) -> str:
+    """The <!-- scaling:summary --> block of the READMEs: the fitted exponents, the frontier gap at the largest run,
+    the laws read at the paper's sizes beside the paper's gaps, and the WSD-against-cosine verdict, all from
+    fit/results.json and results.json (nothing typed by hand)."""
+    from aot.report.parts.scaling import point_rows
+    from aot.sweep.render import table
+    from aot.sweep.scaling.render import with_interval
+
+    largest = next((m for m in fit.get("gap", {}).get("at", []) if m["where"] == "largest run"), None)
+    rows = []
+    for name, fam in fit["families"].items():
+        gap = largest["families"].get(name) if largest else None
+        rows.append(
+            [
+                FAMILIES[name].label if name in FAMILIES else name,
+                f"{fam['runs']} ({len(fam['sizes'])} sizes × {len(fam['budgets'])} budgets)",
+                with_interval(fam["law"]["alpha"]),
+                with_interval(fam["law"]["beta"]),
+                with_interval(fam["law"]["E"]),
+                "—" if gap is None else with_interval(gap, "+.1f", 100, " %"),
+            ]
+        )
+    boot = next(iter(fit["families"].values()))["bootstrap"]["requested"]
+    flops = f"{largest['flops']:.2g}" if largest else "—"
+    lines = [
+        f"{recorded} runs recorded in benchmarks/scaling/results.json (fitted: the main WSD runs and their cooldown "
+        f"branches, {len(fit['runs'])} runs); L(N, D) = E + A/N^α + B/D^β per family, [95 %] over {boot} bootstrap "
+        f"refits; val nats per byte of Shakespeare; machine: {fit['machine'].get('processor')}, "
+        f"{fit['machine'].get('date')}. `python benchmarks/scaling/run.py --render` rewrites this block.",
+        "",
+        *table(
+            ["family", "runs", "α [95 %]", "β [95 %]", "E [95 %]", f"gap to GPT-2 on the frontier at {flops} FLOPs"],
+            rows,
+        ),
+    ]
+    if fit["points"]:
+        header = ["paper's model", "family", "N", "D", "predicted loss [95 %]", "predicted gap [95 %]", "paper: gap"]
+        lines += ["", "Read at the paper's sizes and budget (far beyond the runs: read the intervals):", ""]
+        lines += table(header, point_rows(fit))
+    lines += ["", verdict(check)]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

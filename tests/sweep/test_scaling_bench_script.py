@@ -4,6 +4,7 @@ grid). Planning only: nothing trains."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from types import ModuleType
@@ -82,3 +83,28 @@ def test_the_drivers_take_the_three_main_families_size_by_size_and_the_tied_fami
         ("main", "gpt2", 3, 0),
         ("main", "aot-mssa-tied", 0, 0),
     ]
+
+
+def test_the_readme_block_is_the_fits_numbers(study, tmp_path):
+    """--render's README block quotes fit/results.json (the exponents, the frontier gap at the largest run, the
+    paper points beside the paper's gaps) and the schedule check's verdict: nothing typed by hand."""
+    from aot.cli import main
+    from aot.report.paper_numbers import lm_gap
+    from aot.sweep.scaling.render import with_interval
+    from aot.sweep.scaling.schedule_check import schedule_summary
+
+    runs = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"
+    points = ["--at", "gpt2-base=gpt2,85000000,295000000000", "--at", "aot-mssa-l-base=aot-mssa,62600000,295000000000"]
+    argv = ["scaling", "fit", str(runs), "--reference", "gpt2", "--starts", "2", "--bootstrap", "4", *points]
+    assert main([*argv, "--boot-starts", "1", "--out", str(tmp_path / "fit")]) == 0
+    fit = json.loads((tmp_path / "fit" / "results.json").read_text())
+    block = study.readme_summary(fit, schedule_summary([]), 40)
+    lines = block.splitlines()
+    mssa = next(line for line in lines if line.startswith("| AoT-MSSA, learned W_O |"))
+    largest = next(m for m in fit["gap"]["at"] if m["where"] == "largest run")
+    assert with_interval(fit["families"]["aot-mssa"]["law"]["alpha"]) in mssa
+    assert mssa.endswith(with_interval(largest["families"]["aot-mssa"], "+.1f", 100, " %") + " |")
+    paper = next(line for line in lines if line.startswith("| AoT-MSSA-L Base |"))
+    assert with_interval(fit["points"][1]["gap"], "+.1f", 100, " %") in paper
+    assert paper.endswith(f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} % |")
+    assert lines[0].startswith("40 runs recorded") and "the check has not been made" in lines[-1]
