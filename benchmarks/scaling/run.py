@@ -116,7 +116,7 @@ def common_sets(steps: int, lr: float, seed: int, schedule: str = "wsd") -> list
 
 @dataclass
 class Job:
-    kind: str  # sweep | main | branch | cosine
+    kind: str  # sweep | main | branch | cosine | remedy
     family: str
     size: int
     width: int
@@ -126,6 +126,7 @@ class Job:
     folder: Path
     argv: list[str]
     parent: Path | None = None
+    token_shift: str = "none"
 
     @property
     def tokens(self) -> int:
@@ -265,6 +266,28 @@ def cosine_jobs(rows: list[dict[str, Any]]) -> list[Job]:
     return jobs
 
 
+#: issue 29's remedy in language modelling: AoT-MSSA (W_O) with a token shift (``model.token_shift``), (shift, size,
+#: seed), each a from-scratch WSD run of SWEEP_STEPS (1 M tokens) at the family's lr rule: the same run as the
+#: family's 1 M-token cooldown branch at that size and seed (tests/train/test_wsd_branch.py), the shift aside
+SHIFTS = ("scalar", "channel")
+REMEDY = (("scalar", 0, 0), ("channel", 0, 0), ("channel", 0, 1), ("channel", 2, 0))
+
+
+def remedy_jobs(rows: list[dict[str, Any]]) -> list[Job]:
+    family = FAMILIES["aot-mssa"]
+    jobs = []
+    for shift, size, seed in REMEDY:
+        lr = lr_rule(rows, family, size)
+        if lr is None:
+            continue
+        width = family.widths[size]
+        folder = RUNS / "remedy" / f"{family.name}-shift-{shift}-d{width}-s{seed}-{SWEEP_STEPS}"
+        model = [*model_sets(family, width), f"model.token_shift={shift}"]
+        argv = [*base_argv(family), *sets(model + common_sets(SWEEP_STEPS, lr, seed)), "--out", str(folder)]
+        jobs.append(Job("remedy", family.name, size, width, SWEEP_STEPS, lr, seed, folder, argv, token_shift=shift))
+    return jobs
+
+
 def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
     """The WSD runs and their branches for every size whose lr the rule gives; the reasons the rest wait."""
     jobs: list[Job] = []
@@ -297,7 +320,8 @@ FAMILY_ORDER = tuple(FAMILIES)
 def priority(job: Job) -> tuple[float, int, int]:
     """The order the drivers take jobs in, so that wherever a sitting stops the grid done is the most useful one:
     the sweeps, then seed 0 of GPT-2, AoT-MHSA and AoT-MSSA size by size (all families at a size before the next
-    size; the WSD-vs-cosine check at seed 0 after the two smallest sizes), then the second seeds, then the largest
+    size; the WSD-vs-cosine check at seed 0 and issue 29's token-shift runs after the two smallest sizes), then the
+    second seeds, then the largest
     size of those three, then the tied family (the costliest and the furthest behind). A branch follows its
     parent (it cannot start before the parent's kept checkpoint exists)."""
     tied = job.family == "aot-mssa-tied"
@@ -308,6 +332,8 @@ def priority(job: Job) -> tuple[float, int, int]:
         stage = 0.0
     elif job.kind == "cosine":
         stage = 1.5 if job.seed == 0 else 3.0
+    elif job.kind == "remedy":
+        stage = 1.7
     elif largest:
         stage = 4.0
     elif job.seed == 1:
@@ -344,6 +370,7 @@ def row_of(job: Job, results: dict[str, Any]) -> dict[str, Any]:
         "train_seconds": results["train"]["train_seconds"],
         "cpu": results["machine"].get("processor") or results["machine"].get("machine"),
         "date": results["machine"].get("date"),
+        "token_shift": job.token_shift,
         "branched_from": None if job.parent is None else str(job.parent),
         "run_dir": str(job.folder),
         "command": "aot " + " ".join(job.argv),
@@ -411,6 +438,9 @@ def render() -> int:
     title = "# WSD cooldown branches against cosine runs from scratch (val nats per byte ± SE over the full split)"
     write_text_atomic(HERE / "schedule.md", f"{title}\n\n{schedule_markdown(check)}")
     print(f"Wrote {HERE / 'schedule.md'}: " + schedule_markdown(check).splitlines()[0])
+    remedy = HERE.parents[1] / "benchmarks" / "lm" / "token_shift.md"
+    write_text_atomic(remedy, remedy_markdown(read_rows()))
+    print(f"Wrote {remedy}")
     plan = scaling.plan(Context(preset="full", part_dir=HERE, data={"scaling-runs": str(RESULTS)}))
     if plan.missing:
         print("not fitted: " + "; ".join(plan.missing))
@@ -424,6 +454,61 @@ def render() -> int:
             write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
             print(f"Wrote the scaling:summary block of {readme}")
     return code
+
+
+def remedy_markdown(rows: list[dict[str, Any]]) -> str:
+    """benchmarks/lm/token_shift.md: issue 29's remedy in language modelling. At each (size, seed) of REMEDY, the 1 M
+    token WSD runs of GPT-2, AoT-MHSA and AoT-MSSA (the study's cooldown branches, or main runs of that budget)
+    beside AoT-MSSA with each token shift: val nats per byte ± SE, the gap to GPT-2 and the parameters the shift
+    adds."""
+    from aot.sweep.render import table
+
+    def find(family: str, size: int, seed: int, kind: tuple[str, ...], shift: str = "none") -> dict | None:
+        return next((r for r in rows if r["family"] == family and r["size"] == size and r["seed"] == seed
+                     and r["steps"] == SWEEP_STEPS and r["kind"] in kind and r.get("token_shift", "none") == shift),
+                    None)  # fmt: skip
+
+    def cell(row: dict | None, ref: dict | None, base: dict | None = None) -> str:
+        if row is None:
+            return "—"
+        text = f"{row['val_loss']:.4f} ± {row['val_loss_se']:.4f}"
+        if ref is not None:
+            text += f" ({100 * (row['val_loss'] / ref['val_loss'] - 1):+.1f} %)"
+        if base is not None:
+            text += f", +{row['non_embedding_params'] - base['non_embedding_params']:,} params"
+        return text
+
+    study, out = ("main", "branch"), []
+    for size, seed in sorted({(size, seed) for _, size, seed in REMEDY}):
+        gpt2 = find("gpt2", size, seed, study)
+        mssa = find("aot-mssa", size, seed, study)
+        n = FAMILIES["aot-mssa"].widths[size]
+        out.append(
+            [
+                f"{(mssa or {}).get('non_embedding_params', 0) / 1e6:.2f} M (MSSA d{n})",
+                str(seed),
+                cell(gpt2, None),
+                cell(find("aot-mhsa", size, seed, study), gpt2),
+                cell(mssa, gpt2),
+                *(
+                    cell(find("aot-mssa", size, seed, ("remedy",), shift), gpt2, mssa)
+                    for shift in ("scalar", "channel")
+                ),
+            ]
+        )
+    header = ["N", "seed", "GPT-2", "AoT-MHSA", "AoT-MSSA (W_O)", "+ token shift, scalar", "+ token shift, channel"]
+    lines = [
+        "# AoT-MSSA with a token shift, in language modelling (issue 29's remedy)",
+        "",
+        "Val nats per byte of Shakespeare ± SE over the full split, after 1 M byte tokens (250 steps of the WSD recipe "
+        "of benchmarks/scaling, each family at its lr rule; the token-shift runs at AoT-MSSA's lr), (gap to GPT-2). "
+        "The MSSA / MHSA / GPT-2 cells are the scaling study's runs of that budget (cooldown branches: the same runs "
+        "as from scratch). One seed per cell; seed 1 only where the study has it. Written by "
+        "`python benchmarks/scaling/run.py --render` from benchmarks/scaling/results.json (kind `remedy`).",
+        "",
+        *table(header, out),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int) -> str:
@@ -491,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         sweeps = sweep_jobs(rows)
         mains, waiting = main_jobs(rows)
-        mains += cosine_jobs(rows)
+        mains += cosine_jobs(rows) + remedy_jobs(rows)
         jobs = (sweeps if args.only != "main" else []) + (mains if args.only != "sweep" else [])
         before = len(rows)
         rows = collect(sweeps + mains, rows)

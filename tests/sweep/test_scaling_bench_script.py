@@ -108,3 +108,26 @@ def test_the_readme_block_is_the_fits_numbers(study, tmp_path):
     assert with_interval(fit["points"][1]["gap"], "+.1f", 100, " %") in paper
     assert paper.endswith(f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} % |")
     assert lines[0].startswith("40 runs recorded") and "the check has not been made" in lines[-1]
+
+
+def test_the_token_shift_runs_are_the_1m_token_run_of_aot_mssa_with_the_shift_and_their_table_quotes_the_rows(study):
+    family = study.FAMILIES["aot-mssa"]
+    rows = sweep_rows(study, "aot-mssa", 0, {1e-3: 2.3, 3e-3: 2.2, 1e-2: 2.25})
+    rows += sweep_rows(study, "aot-mssa", 2, {1e-3: 2.2, 3e-3: 2.1, 1e-2: 2.15})
+    jobs = study.remedy_jobs(rows)
+    assert [(j.token_shift, j.size, j.seed) for j in jobs] == list(study.REMEDY)
+    first = jobs[0]
+    assert first.steps == study.SWEEP_STEPS and first.lr == pytest.approx(study.lr_rule(rows, family, 0))
+    assert "model.token_shift=scalar" in first.argv and "train.schedule=wsd" in first.argv
+    assert study.priority(first)[0] == 1.7  # after the two smallest sizes' seed-0 runs and the cosine check
+
+    def result(family: str, kind: str, val: float, params: int, shift: str = "none") -> dict:
+        return {"family": family, "size": 0, "seed": 0, "steps": study.SWEEP_STEPS, "kind": kind, "val_loss": val,
+                "val_loss_se": 0.004, "non_embedding_params": params, "token_shift": shift}  # fmt: skip
+
+    results = [result("gpt2", "branch", 2.0, 300_000), result("aot-mhsa", "branch", 2.1, 301_000)]
+    results += [result("aot-mssa", "branch", 2.2, 302_000), result("aot-mssa", "remedy", 2.05, 302_016, "scalar")]
+    line = next(x for x in study.remedy_markdown(results).splitlines() if x.startswith("| 0.30 M"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1:] == ["0", "2.0000 ± 0.0040", "2.1000 ± 0.0040 (+5.0 %)", "2.2000 ± 0.0040 (+10.0 %)",
+                         "2.0500 ± 0.0040 (+2.5 %), +16 params", "—"]  # fmt: skip
