@@ -1,5 +1,10 @@
 """`aot analyze` on a trained run: load its checkpoint and data, run every measurement, write results.json and
-the figures. Reads the model only through its hook points and weights (never the training code's internals)."""
+the figures. Reads the model only through its hook points and weights (never the training code's internals).
+
+Runs of `aot train lm` and `aot train vision`, and of `aot train recall`: a causal LM like an lm run's (its results.json
+records the model task ``lm``) told apart by its data section, an MQAR config (:mod:`aot.data.mqar`). A recall run is
+analysed on its fixed held-out sequences (``--data val`` or ``test``) and gets, beside everything an lm run gets, the
+``recall`` section of :mod:`aot.analysis.recall_attention`."""
 
 from __future__ import annotations
 
@@ -17,29 +22,45 @@ from aot.analysis.circuits import composition_table, copying_scores, head_scores
 from aot.analysis.config import AnalyzeConfig
 from aot.analysis.geometry import subspace_geometry
 from aot.analysis.profile import denoising_profile
+from aot.analysis.recall_attention import recall_head_scores
 from aot.analysis.vision import cls_attention_entropy
 from aot.blockspec import output_tying
-from aot.errors import AotError
+from aot.data.mqar import IGNORE, SPLITS, MQARConfig, MQARSequences, held_out
+from aot.errors import AotError, ConfigError
 from aot.loader import load_run as read_run
 from aot.models.base import AotModel
 from aot.models.budget import Need, check_fits, forward_need, image_tokens, machine_memory
 from aot.runinfo import machine_info
-from aot.validation import path_kind, read_text_file
+from aot.validation import from_dict, path_kind, read_text_file
 
 SPLIT_NAMES = ("val", "test", "train")
 
 
-#: the results.json fields the analysis reads of a finished run, by model task (lm_tokens, image_batches)
-NEEDED_RESULTS = {"lm": ("config.data.corpus", "config.data.tokenizer"), "image": ("config.data.dataset",)}
+#: the results.json fields the analysis reads of a finished run, by kind of run (lm_tokens, recall_config,
+#: image_batches)
+NEEDED_RESULTS = {
+    "lm": ("config.data.corpus", "config.data.tokenizer"),
+    "recall": ("config.data.vocab_size", "config.data.seq_len", "config.data.n_pairs"),
+    "image": ("config.data.dataset",),
+}
+
+
+def run_kind(model: AotModel, run_results: dict[str, Any]) -> str:
+    """``lm``, ``recall`` or ``image``: a recall run (`aot train recall`) is a causal LM whose results.json holds an
+    MQAR data section (``n_pairs``, no corpus)."""
+    data = run_results.get("config", {}).get("data", {})
+    if model.cfg.task == "lm" and "n_pairs" in data and "corpus" not in data:
+        return "recall"
+    return model.cfg.task
 
 
 def load_run(run_dir: str | Path) -> tuple[AotModel, dict[str, Any]]:
-    """The trained model of an lm or image run (read by :func:`aot.loader.load_run`: the newest checkpoint that
-    verifies), in eval mode, and the run's schema-checked ``results.json`` (empty while the run is still training;
-    once there, it must hold the data fields the analysis reads)."""
+    """The trained model of an lm, recall or image run (read by :func:`aot.loader.load_run`: the newest checkpoint
+    that verifies), in eval mode, and the run's schema-checked ``results.json`` (empty while the run is still
+    training; once there, it must hold the data fields the analysis reads)."""
     run = read_run(run_dir, task=("lm", "image"), purpose="`aot analyze`", tokenizer=False)
     if run.results:
-        for dotted in NEEDED_RESULTS[run.config.task]:
+        for dotted in NEEDED_RESULTS[run_kind(run.model, run.results)]:
             run.need(dotted)
     return run.model, run.results
 
@@ -100,12 +121,27 @@ def analyze_lm(
 ) -> dict[str, Any]:
     """Denoising profile on real text, circuits (spectra, composition, previous-token and induction scores) and
     subspace geometry of a causal LM."""
-    model = model.to(device)
     data = lm_batches(tokens, batches, batch_size, seq_len, seed)
+    return analyze_causal(model, data, induction_length=induction_length, eps=eps, seed=seed, device=device)
+
+
+def analyze_causal(
+    model: AotModel,
+    data: list[torch.Tensor],
+    *,
+    induction_length: int = 32,
+    eps: float = 0.5,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> dict[str, Any]:
+    """What :func:`analyze_lm` measures, on given batches of token ids (B, T): the denoising profile on them, and
+    the circuits (previous-token and induction scores on repeated random tokens of the model's vocabulary, twice as
+    many rows as a batch) and geometry of the model."""
+    model = model.to(device)
     profile = denoising_profile(model, tqdm([(b.to(device),) for b in data], desc="denoising", leave=False), eps=eps)
     length = induction_length
     generator = torch.Generator().manual_seed(seed)
-    repeated = repeated_random_tokens(batch_size * 2, length, model.cfg.vocab_size, generator).to(device)
+    repeated = repeated_random_tokens(len(data[0]) * 2, length, model.cfg.vocab_size, generator).to(device)
     scores = head_scores(model, repeated)
     copying = copying_scores(model)
     return {
@@ -119,6 +155,61 @@ def analyze_lm(
         },
         "geometry": subspace_geometry(model),
     }
+
+
+def recall_config(run_dir: str | Path, config: dict[str, Any]) -> MQARConfig:
+    """The MQAR config of a recall run's results.json (its ``config.data``); one line naming the file when it is
+    not a valid one."""
+    try:
+        return from_dict(MQARConfig, config["data"], "data")
+    except ConfigError as exc:
+        raise AotError(
+            f"{str(Path(run_dir) / 'results.json')!r}: config.data is not the MQAR config `aot train recall` writes "
+            f"({exc}); restore the file the run wrote, or train the run again"
+        ) from None
+
+
+def recall_sequences(cfg: MQARConfig, data: str, n: int) -> MQARSequences:
+    """The first ``n`` of the run's fixed held-out MQAR sequences ``data`` (``val`` or ``test``, :func:`held_out`:
+    the sequences the run was evaluated on)."""
+    if data == "train":
+        raise AotError(
+            "--data train: a recall run has no fixed training set (its batches are drawn afresh each step); give "
+            "--data val or test, the held-out sequences it was evaluated on"
+        )
+    if data not in SPLITS:
+        raise AotError(
+            f"--data {data!r}: a recall run is analysed on its own MQAR sequences, not on a text file; give --data "
+            "val or test"
+        )
+    return held_out(cfg, data, n)
+
+
+def analyze_recall(
+    model: AotModel,
+    seqs: MQARSequences,
+    n_pairs: int,
+    *,
+    batch_size: int = 8,
+    induction_length: int = 32,
+    eps: float = 0.5,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> dict[str, Any]:
+    """:func:`analyze_causal` on MQAR sequences in batches of ``batch_size``, and the ``recall`` section: the
+    key / value / self / previous-token scores of every head (:mod:`aot.analysis.recall_attention`; ``None``
+    for blocks without attention patterns)."""
+    data = [seqs.tokens[start : start + batch_size] for start in range(0, len(seqs), batch_size)]
+    measured = analyze_causal(model, data, induction_length=induction_length, eps=eps, seed=seed, device=device)
+    scores = recall_head_scores(model, seqs.tokens, seqs.targets, n_pairs, batch_size)
+    measured["recall"] = {
+        "n_pairs": n_pairs,
+        "seq_len": int(seqs.tokens.shape[1]),
+        "sequences": len(seqs),
+        "queries": int((seqs.targets != IGNORE).sum()),
+        **{name: None if value is None else value.tolist() for name, value in scores.items()},
+    }
+    return measured
 
 
 def image_batches(config: dict[str, Any], data: str, batches: int, batch_size: int, seed: int) -> list[torch.Tensor]:
@@ -213,18 +304,43 @@ def check_memory(model: AotModel, options: dict[str, Any]) -> None:
     check_fits(need, machine_memory(), "--batches / --batch-size / --seq-len")
 
 
+def recall_options(options: dict[str, Any], cfg: MQARConfig) -> dict[str, Any]:
+    """``options`` for a recall run: its sequences are the run's own, ``data.seq_len`` tokens each, so a
+    ``seq_len`` given (not the default) that differs is a one-line error."""
+    given = options.get("seq_len", AnalyzeConfig.seq_len)
+    if given not in (AnalyzeConfig.seq_len, cfg.seq_len):
+        raise AotError(
+            f"analyze.seq_len={given}: a recall run is analysed on its own MQAR sequences of data.seq_len="
+            f"{cfg.seq_len} tokens; leave --seq-len out"
+        )
+    return {**options, "seq_len": cfg.seq_len}
+
+
 def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **options: Any) -> dict[str, Any]:
-    """Analyse a trained LM or image run and write ``results.json`` and the figures into ``out``. The options are
-    fitted to the model (:func:`fit_context`) and checked against memory (:func:`check_memory`) before any data
-    is read."""
+    """Analyse a trained LM, recall or image run and write ``results.json`` and the figures into ``out``. The
+    options are fitted to the model (:func:`fit_context`) and checked against memory (:func:`check_memory`) before
+    any data is read."""
     from aot.analysis.figures import plot_all
 
     model, run_results = load_run(run_dir)
+    kind = run_kind(model, run_results)
+    config = run_results.get("config", {})
+    mqar = recall_config(run_dir, config) if kind == "recall" else None
+    if mqar is not None:
+        options = recall_options(options, mqar)
     if model.cfg.task == "lm":
         options = fit_context(options, model)
     check_memory(model, options)
-    config = run_results.get("config", {})
-    if model.cfg.task == "lm":
+    if mqar is not None:
+        n = options.get("batches", AnalyzeConfig.batches) * options.get("batch_size", AnalyzeConfig.batch_size)
+        passed = {k: v for k, v in options.items() if k not in ("batches", "seq_len")}
+        measured = analyze_recall(model, recall_sequences(mqar, data, n), mqar.n_pairs, **passed)
+        measured["recall"].update(
+            split=data,
+            val_accuracy=run_results.get("val", {}).get("accuracy"),
+            test_accuracy=run_results.get("test", {}).get("accuracy"),
+        )
+    elif model.cfg.task == "lm":
         measured = analyze_lm(model, lm_tokens(config, data), **options)
     elif model.cfg.task == "image":
         sizes = options.get("batches", 8), options.get("batch_size", 8)
@@ -238,6 +354,7 @@ def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **optio
         "model": describe(model),
         "training": training_summary(run_results),
         "data": data,
+        "kind": kind,
         "options": {key: str(value) if key == "device" else value for key, value in options.items()},
         **measured,
     }

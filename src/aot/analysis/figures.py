@@ -1,5 +1,5 @@
-"""Figures of `aot analyze` (matplotlib, Agg): the denoising profile with bands, circuits heat maps, spectra
-and subspace geometry."""
+"""Figures of `aot analyze` (matplotlib, Agg): the denoising profile with bands, circuits heat maps, spectra,
+subspace geometry and, for a recall run, where its heads attend on MQAR."""
 
 from __future__ import annotations
 
@@ -146,13 +146,48 @@ def plot_geometry(geometry: dict[str, Any], path: Path, title: str) -> Path:
     return path
 
 
+#: the panels of recall.png: a score of aot.analysis.recall_attention and what it is
+RECALL_PANELS = (
+    ("key", "query → its matching key"),
+    ("value", "query → the value after its key"),
+    ("self", "query → itself"),
+    ("previous_token", "previous token A[t, t−1], all t ≥ 1"),
+)
+
+
+def plot_recall(recall: dict[str, Any], path: Path, title: str) -> Path:
+    """The mean attention weight of every head (layers × heads) on MQAR sequences: from each query to its matching
+    key, to the value after it (what a solved MQAR copies), to itself, and the previous-token weight."""
+    fig, axes = plt.subplots(1, len(RECALL_PANELS), figsize=(4 * len(RECALL_PANELS), 3.8))
+    for ax, (key, name) in zip(axes, RECALL_PANELS):
+        scores = np.array(recall[key])  # (L, H)
+        image = ax.imshow(scores, aspect="auto", cmap="magma", vmin=0.0, vmax=1.0, origin="lower")
+        fig.colorbar(image, ax=ax)
+        ax.set(xlabel="head", ylabel="layer", title=name, xticks=range(scores.shape[1]), yticks=range(len(scores)))
+        if scores.size <= 64:  # the 2-layer, few-head models of the recall study: the numbers themselves
+            for (layer, head), value in np.ndenumerate(scores):
+                color = "black" if value > 0.6 else "white"
+                ax.text(head, layer, f"{value:.2f}", ha="center", va="center", color=color, fontsize=9)
+    accuracy = recall.get("val_accuracy")
+    shown = "" if accuracy is None else f", val accuracy {accuracy:.3f}"
+    fig.suptitle(f"{title}: attention on MQAR ({recall['n_pairs']} pairs in {recall['seq_len']} tokens{shown})")
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_all(results: dict[str, Any], out: Path, title: str) -> list[Path]:
-    return [
+    paths = [
         plot_denoising(results["denoising"], out / "denoising.png", title),
         plot_circuits(results["circuits"], out / "circuits.png", title),
         plot_spectra(results["circuits"], out / "spectra.png", title),
         plot_geometry(results["geometry"], out / "geometry.png", title),
     ]
+    recall = results.get("recall")
+    if recall is not None and recall["value"] is not None:
+        paths.append(plot_recall(recall, out / "recall.png", title))
+    return paths
 
 
 def plot_calibration(calibration: dict[str, Any], path: Path) -> Path:

@@ -27,6 +27,7 @@ examples:
   aot analyze runs/lm --data test --batches 16 --out runs/lm-inside
   aot analyze runs/lm --data notes.txt       # any text file, encoded with the run's tokenizer
   aot analyze runs/vision                    # an `aot train vision` run: adds class-token entropy
+  aot analyze runs/recall --data test        # an `aot train recall` run on its MQAR test set: adds recall.png
   aot analyze --calibrate --out runs/calib   # Definition 1 data through the true unrolled denoiser
   aot analyze runs/lm --config configs/analyze.yaml --set analyze.induction_length=64
 
@@ -35,8 +36,12 @@ shares, the subspace SNR of the tokens the layer reads and of its output (bands 
 tokens), their ratio (Theorem 1's factor), the coding rate R and compression term R_c; composition
 scores, QK/OV singular values, previous-token and induction scores per head; principal-angle
 overlaps and the orthogonality gap. Figures: denoising.png, circuits.png, spectra.png,
-geometry.png. With --calibrate: calibration.json and calibration.png (Theorem 1's thresholded
-operator and plain softmax). Definitions: docs/math.md, section "Inside trained models".
+geometry.png. A recall run (`aot train recall`) is read on its held-out MQAR sequences (--data val
+or test) and adds a recall section and recall.png: per head, the weight each query puts on its
+matching key, on the value after it, on itself, and the previous-token weight. With --calibrate:
+calibration.json and calibration.png (Theorem 1's thresholded operator and plain softmax).
+Definitions: docs/math.md, sections "Inside trained models" and "What MSSA can and cannot express
+for recall".
 """
 
 
@@ -45,19 +50,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "analyze",
         help="look inside a trained model: per-layer denoising, circuits, induction heads, subspace geometry",
         description=textwrap.fill(
-            "Read a run folder written by `aot train lm` or `aot train vision` (its checkpoint/ and results.json) "
-            "through the model's hook points and measure whether its layers denoise as Theorem 1 says (energy in "
-            "the heads' subspaces, subspace SNR per layer, coding rates), its circuits and the geometry of its "
-            "heads' subspaces.",
+            "Read a run folder written by `aot train lm`, `aot train vision` or `aot train recall` (its checkpoint/ "
+            "and results.json) through the model's hook points and measure whether its layers denoise as Theorem 1 "
+            "says (energy in the heads' subspaces, subspace SNR per layer, coding rates), its circuits and the "
+            "geometry of its heads' subspaces; for a recall run, also where its heads attend on MQAR.",
             width=100,
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "run_dir", nargs="?", metavar="RUN_DIR", help="a run folder written by `aot train lm` or `aot train vision`"
+        "run_dir",
+        nargs="?",
+        metavar="RUN_DIR",
+        help="a run folder written by `aot train lm`, `aot train vision` or `aot train recall`",
     )
-    parser.add_argument("--data", help="val (default), test, train, or a text file to encode with the run's tokenizer")
+    parser.add_argument(
+        "--data",
+        help="val (default), test, train, or a text file to encode with the run's tokenizer (a recall run: val, test)",
+    )
     for flag, name, text in (
         ("--batches", "batches", "number of batches"),
         ("--batch-size", "batch_size", "windows per batch"),
@@ -109,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"Wrote {out / 'calibration.json'}")
         return 0
     if not args.run_dir:
-        raise AotError("give a RUN_DIR (a run folder written by `aot train lm` or `aot train vision`) or --calibrate")
+        raise AotError(
+            "give a RUN_DIR (a run folder written by `aot train lm`, `aot train vision` or `aot train recall`) or "
+            "--calibrate"
+        )
     from aot.analysis.analyze import analyze_run
 
     out = check_output_dir(Path(args.run_dir) / "analysis" if args.out == DEFAULT_OUT else args.out)  # before work
@@ -127,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
         induction = torch.tensor(circuits["induction"])
         layer, head = divmod(int(induction.argmax()), induction.shape[1])
         heads = f"top induction head {layer}.{head} ({float(induction.max()):.2f})"
+        if results.get("recall", {}).get("value") is not None:
+            value = torch.tensor(results["recall"]["value"])
+            layer, head = divmod(int(value.argmax()), value.shape[1])
+            heads += f"; top value-position head {layer}.{head} ({float(value.max()):.2f}) on MQAR"
     else:
         entropy = torch.tensor(circuits["cls_attention_entropy"]).mean(dim=1)
         heads = f"class-token attention entropy {float(entropy[0]):.2f} -> {float(entropy[-1]):.2f} nats"
