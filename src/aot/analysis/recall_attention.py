@@ -70,10 +70,11 @@ def score_sums(
     rows, at, p = answer_positions(tokens.to(pattern.device), targets.to(pattern.device), n_pairs)
     per_query = pattern[rows, :, at]  # (Q, H, T): each query's row of every head
     t = torch.arange(1, pattern.shape[-1], device=pattern.device)
+    q = torch.arange(len(p), device=pattern.device)
     sums = {
-        "key": per_query[torch.arange(len(p)), :, p].sum(0),
-        "value": per_query[torch.arange(len(p)), :, p + 1].sum(0),
-        "self": per_query[torch.arange(len(p)), :, at].sum(0),
+        "key": per_query[q, :, p].sum(0),
+        "value": per_query[q, :, p + 1].sum(0),
+        "self": per_query[q, :, at].sum(0),
         "previous_token": pattern[:, :, t, t - 1].sum(dim=(0, 2)),
     }
     counts = {"key": len(p), "value": len(p), "self": len(p), "previous_token": pattern.shape[0] * len(t)}
