@@ -40,7 +40,7 @@ from pathlib import Path
 
 from aot.report.parts.recall import QUICK, STUDY, RecallGrid, draw_accuracy, summary_points
 from aot.run_folder import write_text_atomic
-from aot.runinfo import machine_info
+from aot.runinfo import machine_info, replace_marked_block
 from aot.sweep import Execution, Plan, SweepSpec, plan_sweep, read_store, run_key, sweep_winners
 from aot.sweep.grid import folder_name
 from aot.sweep.metrics import recall_row
@@ -202,9 +202,49 @@ def markdown(store: dict) -> str:
     return "\n".join(lines)
 
 
+def readme_table(store: dict, tag: str) -> str:
+    """The README's <!-- recall:summary --> block: a row per block, a column per (width, length, pairs) of ``tag``,
+    each cell the test accuracy per query at the point's best lr (mean over its seeds), and the chance level of
+    guessing among the sequence's values (1 / pairs)."""
+    from aot.sweep.render import table
+
+    summaries = [s for s in SPEC.summaries(store["runs"]) if s.config["tag"] == tag]
+    if not summaries:
+        return f"No `{tag}` run is recorded yet (benchmarks/recall/results.json)."
+    points = sorted({(s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]) for s in summaries})
+    blocks = list(dict.fromkeys(s.config["model"] for s in summaries))
+    cells = {(s.config["model"], s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]): s for s in summaries}
+    rows = []
+    for block in blocks:
+        row = [block]
+        for point in points:
+            found = cells.get((block, *point))
+            row.append("—" if found is None else f"{found.mean:.2f}")
+        rows.append(row)
+    rows.append(["chance (1 / pairs)", *(f"{1 / pairs:.2f}" for _, _, pairs in points)])
+    seeds = sorted({seed for s in summaries for seed in s.seeds})
+    vocab = summaries[0].config["vocab_size"]
+    steps = summaries[0].config["steps"]
+    lrs = sorted({s.lr for s in summaries})
+    head = (
+        f"MQAR test accuracy per query, tag `{tag}`: 2 layers, one head, V = {vocab}, {steps} steps of 64 sequences, "
+        f"lr {', '.join(f'{lr:g}' for lr in lrs)}, seed(s) {', '.join(map(str, seeds))}; machine "
+        f"{store.get('machine', {}).get('processor', '?')}. Written by `python benchmarks/recall/run.py --render` "
+        "from benchmarks/recall/results.json."
+    )
+    header = ["block", *(f"d {w}, T {t}, {k} pairs" for w, t, k in points)]
+    return "\n".join([head, "", *table(header, rows)])
+
+
 def render(store: dict, folder: Path = HERE, tags: list[str] | None = None) -> list[Path]:
-    """Rewrite ``folder``/table.md and, per tag, the two accuracy figures."""
+    """Rewrite ``folder``/table.md, per tag the two accuracy figures, and (for the recorded store) the README's
+    <!-- recall:summary --> block from the study (tag main) or, until it has runs, the quick grid."""
     write_text_atomic(folder / "table.md", markdown(store))
+    if folder == HERE:
+        tag = "main" if any(r["tag"] == "main" for r in store["runs"]) else "quick"
+        for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
+            text = replace_marked_block(readme.read_text(), "recall:summary", readme_table(store, tag), readme)
+            write_text_atomic(readme, text)
     points = summary_points(SPEC.summaries(store["runs"]))
     written = [folder / "table.md"]
     for tag in tags or sorted({p["tag"] for p in points}):

@@ -85,6 +85,12 @@ def test_a_tiny_grid_trains_records_skips_and_renders(bench, tmp_path: Path) -> 
     assert all(path.stat().st_size > 1000 for path in written if path.suffix == ".png")
     table = (tmp_path / "table.md").read_text()
     assert table.count("| AoT-MSSA (W_O) |") == 2 and "test accuracy" in table  # one row per width at its best lr
+    block = bench.readme_table(read_store(store_path), "tiny").splitlines()  # the README's recall:summary block
+    best = {s.config["n_embd"]: s for s in bench.SPEC.summaries(read_store(store_path)["runs"])}
+    assert block[2] == "| block | d 16, T 16, 2 pairs | d 32, T 16, 2 pairs |"
+    assert block[4] == f"| AoT-MSSA (W_O) | {best[16].mean:.2f} | {best[32].mean:.2f} |"
+    assert block[5] == "| chance (1 / pairs) | 0.50 | 0.50 |"
+    assert bench.readme_table(read_store(store_path), "main").startswith("No `main` run is recorded yet")
 
 
 def test_hits_script_decomposes_the_gap_of_two_tiny_lm_runs(tmp_path: Path) -> None:
