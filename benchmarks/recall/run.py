@@ -41,7 +41,7 @@ from pathlib import Path
 from aot.report.parts.recall import QUICK, STUDY, RecallGrid, draw_accuracy, summary_points
 from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info, replace_marked_block
-from aot.sweep import Execution, Plan, SweepSpec, plan_sweep, read_store, run_key, sweep_winners
+from aot.sweep import Execution, Plan, Summary, SweepSpec, plan_sweep, read_store, run_key, sweep_winners
 from aot.sweep.grid import folder_name
 from aot.sweep.metrics import recall_row
 from aot.sweep.training import build_run, train
@@ -208,14 +208,19 @@ def readme_table(store: dict, tag: str) -> str:
     guessing among the sequence's values (1 / pairs)."""
     from aot.sweep.render import table
 
-    summaries = [s for s in SPEC.summaries(store["runs"]) if s.config["tag"] == tag]
+    every = SPEC.summaries(store["runs"])
+    summaries = [s for s in every if s.config["tag"] == tag]
     if not summaries:
         return f"No `{tag}` run is recorded yet (benchmarks/recall/results.json)."
     points = sorted({(s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]) for s in summaries})
-    blocks = list(dict.fromkeys(s.config["model"] for s in summaries))
-    cells = {(s.config["model"], s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]): s for s in summaries}
+
+    def label(s: Summary) -> str:  # a variant grid (tag TAG-...) of some blocks: its rows say how it differs
+        return s.config["model"] if s.config["tag"] == tag else f"{s.config['model']}, {s.config['steps']} steps"
+
+    variants = [s for s in every if s.config["tag"].startswith(f"{tag}-")]
+    cells = {(label(s), s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]): s for s in summaries + variants}
     rows = []
-    for block in blocks:
+    for block in dict.fromkeys(label(s) for s in summaries + variants):
         row = [block]
         for point in points:
             found = cells.get((block, *point))
@@ -227,7 +232,8 @@ def readme_table(store: dict, tag: str) -> str:
     steps = summaries[0].config["steps"]
     lrs = sorted({s.lr for s in summaries})
     head = (
-        f"MQAR test accuracy per query, tag `{tag}`: 2 layers, one head, V = {vocab}, {steps} steps of 64 sequences, "
+        f"MQAR test accuracy per query, tag `{tag}` (and its variants `{tag}-*`): 2 layers, one head, V = {vocab}, "
+        f"{steps} steps of 64 sequences, "
         f"lr {', '.join(f'{lr:g}' for lr in lrs)}, seed(s) {', '.join(map(str, seeds))}; machine "
         f"{store.get('machine', {}).get('processor', '?')}. Written by `python benchmarks/recall/run.py --render` "
         "from benchmarks/recall/results.json."
