@@ -466,3 +466,19 @@ def test_icl_attention_distance_from_uniform():
     first[..., 0] = 1.0
     expected = sum(1 - 1 / (t + 1) for t in range(1, T)) / (T - 1)
     assert distance_from_uniform(first) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("n_head", "undefined"), [(1, True), (2, False)])
+def test_one_head_spanning_the_width_has_no_subspace_snr(n_head: int, undefined: bool) -> None:
+    """With head_dim = n_embd the head's subspace is the whole space: nothing lies outside it, so SNR_k divides by
+    rounding error; the profile says so instead of reporting 1e15."""
+    from aot.analysis.profile import denoising_profile
+
+    model = tiny_lm("aot-mssa", n_head=n_head).eval()
+    profile = denoising_profile(model, [(torch.randint(0, 13, (2, 8)),)])
+    assert ("snr_undefined" in profile) is undefined
+    assert [layer.get("snr_defined", True) for layer in profile["layers"]] == [not undefined] * 2
+    if not undefined:
+        assert all(
+            math.isfinite(layer["snr_in"]["mean"]) and layer["snr_in"]["mean"] < 1e6 for layer in profile["layers"]
+        )

@@ -37,6 +37,10 @@ def plot_denoising(profile: dict[str, Any], path: Path, title: str) -> Path:
     low, high = ([row["token_snr_in"][q] for row in layers] for q in ("q25", "q75"))
     ax.fill_between(x, low, high, color="0.7", alpha=0.3)
     ax.set(xlabel="layer", ylabel="SNR", title="SNR in each layer's own subspaces")
+    if "snr_undefined" in profile:  # head_dim = n_embd: the panels' SNR values divide by rounding error
+        for panel in axes[:2]:
+            panel.text(0.5, 0.5, "undefined: one head spans\nthe whole width", transform=panel.transAxes,
+                       ha="center", va="center", color="tab:red", fontsize=11)  # fmt: skip
     ax.legend(fontsize=7)
     ax = axes[1]
     _band_plot(ax, x, layers, "gain", "SNR(out) / SNR(in), geometric mean", "tab:red")

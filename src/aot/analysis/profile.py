@@ -149,4 +149,11 @@ def denoising_profile(
                 **{name: _band(values) for name, values in rates[layer].items()},
             }
         )
+    full = [layer for layer, u in enumerate(bases) if u.shape[-1] >= u.shape[-2]]
+    if full:  # U_k U_kᵀ = I: no token has a part outside its head's subspace, so SNR_k divides by ~0
+        for layer in full:
+            layers[layer]["snr_defined"] = False
+        note = f"layers {full}: every head's subspace is the whole residual stream (head_dim = n_embd), so the "
+        note += "subspace SNR and its gain are undefined there (their values divide by rounding error)"
+        return {"eps": eps, "layers": layers, "snr_undefined": note}
     return {"eps": eps, "layers": layers}

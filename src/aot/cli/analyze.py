@@ -148,9 +148,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         entropy = torch.tensor(circuits["cls_attention_entropy"]).mean(dim=1)
         heads = f"class-token attention entropy {float(entropy[0]):.2f} -> {float(entropy[-1]):.2f} nats"
-    print(
-        f"{results['model']['block']} L={len(layers)}: input SNR {layers[0]['snr_in']['mean']:.3f} -> "
-        f"{layers[-1]['snr_in']['mean']:.3f} (layer {len(layers) - 1}); layers with gain > 1: "
-        f"{sum(g > 1 for g in gains)}/{len(gains)}; {heads}. Wrote {out / 'results.json'}"
-    )
+    if "snr_undefined" in results["denoising"]:
+        snr = "subspace SNR undefined (one head spanning the whole width: head_dim = n_embd)"
+    else:
+        snr = f"input SNR {layers[0]['snr_in']['mean']:.3f} -> {layers[-1]['snr_in']['mean']:.3f} (layer "
+        snr += f"{len(layers) - 1}); layers with gain > 1: {sum(g > 1 for g in gains)}/{len(gains)}"
+    print(f"{results['model']['block']} L={len(layers)}: {snr}; {heads}. Wrote {out / 'results.json'}")
     return 0
