@@ -115,3 +115,15 @@ def test_hits_script_decomposes_the_gap_of_two_tiny_lm_runs(tmp_path: Path) -> N
     assert "share of the gap on hits" in out.with_suffix(".md").read_text()
     with pytest.raises(SystemExit, match="--reference"):
         hits.main([*runs, "--reference", str(tmp_path / "other"), "--out", str(out)])
+
+
+def test_the_readmes_recall_block_is_the_recorded_grid(bench) -> None:
+    """The <!-- recall:summary --> blocks of README.md and benchmarks/recall/README.md are what --render writes from
+    the committed results.json (a grid that lands without --render fails here)."""
+    from aot.runinfo import replace_marked_block
+
+    store = read_store(BENCH / "results.json")
+    tag = "main" if any(r["tag"] == "main" for r in store["runs"]) else "quick"
+    for path in (BENCH / "README.md", BENCH.parents[1] / "README.md"):
+        text = path.read_text()
+        assert replace_marked_block(text, "recall:summary", bench.readme_table(store, tag), path.name) == text, path
