@@ -434,7 +434,8 @@ def render() -> int:
     from aot.report.parts import scaling
     from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary
 
-    check = schedule_summary(schedule_pairs(read_rows()))
+    rows = read_rows()
+    check = schedule_summary(schedule_pairs(rows), rows)
     title = "# WSD cooldown branches against cosine runs from scratch (val nats per byte ± SE over the full split)"
     write_text_atomic(HERE / "schedule.md", f"{title}\n\n{schedule_markdown(check)}")
     print(f"Wrote {HERE / 'schedule.md'}: " + schedule_markdown(check).splitlines()[0])

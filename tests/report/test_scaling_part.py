@@ -105,7 +105,7 @@ def test_the_section_shows_the_wsd_against_cosine_check_when_the_study_has_one(p
     point = {"family": "gpt2", "n_embd": 64, "non_embedding_params": 300_000, "steps": 500, "tokens": 2_048_000}
     runs = (("branch", 0, 1.75), ("branch", 1, 1.76), ("cosine", 0, 1.74), ("cosine", 1, 1.77))
     rows = [{**point, "kind": k, "seed": s, "val_loss": v, "val_loss_se": 0.004} for k, s, v in runs]
-    check = schedule_summary(schedule_pairs(rows))
+    check = schedule_summary(schedule_pairs(rows), rows)
     tables = [b for b in scaling.render({**results, "schedule_check": check}, part_dir) if isinstance(b, Table)]
     table = next(t for t in tables if t.header == SCHEDULE_HEADER)
     assert [r[8] for r in table.rows] == ["+0.0100 ± 0.0057", "-0.0100 ± 0.0057"]

@@ -98,7 +98,7 @@ def test_the_readme_block_is_the_fits_numbers(study, tmp_path):
     argv = ["scaling", "fit", str(runs), "--reference", "gpt2", "--starts", "2", "--bootstrap", "4", *points]
     assert main([*argv, "--boot-starts", "1", "--out", str(tmp_path / "fit")]) == 0
     fit = json.loads((tmp_path / "fit" / "results.json").read_text())
-    block = study.readme_summary(fit, schedule_summary([]), 40)
+    block = study.readme_summary(fit, schedule_summary([], []), 40)
     lines = block.splitlines()
     mssa = next(line for line in lines if line.startswith("| AoT-MSSA, learned W_O |"))
     largest = next(m for m in fit["gap"]["at"] if m["where"] == "largest run")

@@ -35,24 +35,40 @@ def test_each_cosine_run_meets_the_wsd_run_of_its_point_and_no_other():
 def test_seed_noise_is_the_larger_spread_of_the_two_schedules_and_sets_the_verdict():
     rows = [row("branch", 0, 500, 1.75), row("branch", 1, 500, 1.76), row("cosine", 0, 500, 1.74),
             row("cosine", 1, 500, 1.78)]  # fmt: skip
-    summary = schedule_summary(schedule_pairs(rows))
+    summary = schedule_summary(schedule_pairs(rows), rows)
     assert summary["max_seed_noise"] == pytest.approx(0.04)  # cosine 1.74 / 1.78 against WSD 1.75 / 1.76
     assert summary["max_abs_difference"] == pytest.approx(0.02)
     assert "within the seed noise" in verdict(summary)
-    far = schedule_summary(schedule_pairs([*rows[:2], row("cosine", 0, 500, 1.65), row("cosine", 1, 500, 1.66)]))
+    worse = [*rows[:2], row("cosine", 0, 500, 1.65), row("cosine", 1, 500, 1.66)]
+    far = schedule_summary(schedule_pairs(worse), worse)
     assert far["max_abs_difference"] == pytest.approx(0.10)
     assert "does NOT stand" in verdict(far)
+    better = [*rows[:2], row("cosine", 0, 500, 1.85), row("cosine", 1, 500, 1.855)]
+    assert "at least as good as cosine" in verdict(schedule_summary(schedule_pairs(better), better))
+
+
+def test_the_seed_noise_comes_from_every_row_at_a_paired_point_not_only_the_pairs():
+    """Seed 1 of the WSD run without its cosine twin still measures the noise at that point; a point without a
+    cosine pair does not count."""
+    rows = [row("branch", 0, 500, 1.75), row("main", 1, 500, 1.77), row("cosine", 0, 500, 1.76),
+            row("main", 0, 1000, 1.6), row("main", 1, 1000, 1.9)]  # fmt: skip
+    summary = schedule_summary(schedule_pairs(rows), rows)
+    assert len(summary["pairs"]) == 1 and summary["pairs"][0]["seed_noise"] == pytest.approx(0.02)
+    assert summary["max_seed_noise"] == pytest.approx(0.02)  # the 1000-step spread (0.3) has no cosine run
+    assert "within the seed noise (0.0200)" in verdict(summary)
 
 
 def test_without_two_seeds_or_without_pairs_the_check_says_what_is_missing():
-    one_seed = schedule_summary(schedule_pairs([row("main", 0, 1000, 1.6), row("cosine", 0, 1000, 1.61)]))
+    single = [row("main", 0, 1000, 1.6), row("cosine", 0, 1000, 1.61)]
+    one_seed = schedule_summary(schedule_pairs(single), single)
     assert one_seed["max_seed_noise"] is None and "not measured" in verdict(one_seed)
-    nothing = schedule_summary(schedule_pairs([row("main", 0, 1000, 1.6)]))
+    nothing = schedule_summary(schedule_pairs([row("main", 0, 1000, 1.6)]), [])
     assert nothing["pairs"] == [] and "has not been made" in schedule_markdown(nothing)
 
 
 def test_a_row_without_a_standard_error_shows_none():
-    summary = schedule_summary(schedule_pairs([row("main", 0, 1000, 1.6, se=None), row("cosine", 0, 1000, 1.61)]))
+    no_se = [row("main", 0, 1000, 1.6, se=None), row("cosine", 0, 1000, 1.61)]
+    summary = schedule_summary(schedule_pairs(no_se), no_se)
     assert summary["pairs"][0]["difference_se"] is None
     table = schedule_markdown(summary)
     assert "| gpt2 | 64 | 0.30 M | 1000 | 4.1 M | 0 | 1.6000 (main) | 1.6100 ± 0.0030 | -0.0100 | — |" in table

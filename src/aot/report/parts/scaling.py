@@ -145,7 +145,8 @@ def schedule_check(path: Path) -> dict[str, Any] | None:
     file whose rows do not say their kind."""
     if not kind_filter(path):
         return None
-    return schedule_summary(schedule_pairs(json.loads(path.read_text(encoding="utf-8"))["runs"]))
+    rows = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    return schedule_summary(schedule_pairs(rows), rows)
 
 
 def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
