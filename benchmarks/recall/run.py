@@ -215,12 +215,19 @@ def readme_table(store: dict, tag: str) -> str:
     points = sorted({(s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]) for s in summaries})
 
     def label(s: Summary) -> str:  # a variant grid (tag TAG-...) of some blocks: its rows say how it differs
-        return s.config["model"] if s.config["tag"] == tag else f"{s.config['model']}, {s.config['steps']} steps"
+        return (
+            s.config["model"]
+            if s.config["tag"] == tag
+            else f"{s.config['model']}, {s.config['steps']} steps, lr {s.lr:g}"
+        )
 
     variants = [s for s in every if s.config["tag"].startswith(f"{tag}-")]
     cells = {(label(s), s.config["n_embd"], s.config["seq_len"], s.config["n_pairs"]): s for s in summaries + variants}
     rows = []
-    for block in dict.fromkeys(label(s) for s in summaries + variants):
+    order = list(RECALL_BLOCKS)  # the blocks in the study's order, each variant after the plain grid
+    labels = sorted({label(s): s for s in summaries + variants}.items(),
+                    key=lambda item: (item[1].config["tag"] != tag, order.index(item[1].config["model"])))  # fmt: skip
+    for block, _ in labels:
         row = [block]
         for point in points:
             found = cells.get((block, *point))
@@ -233,8 +240,9 @@ def readme_table(store: dict, tag: str) -> str:
     lrs = sorted({s.lr for s in summaries})
     head = (
         f"MQAR test accuracy per query, tag `{tag}` (and its variants `{tag}-*`): 2 layers, one head, V = {vocab}, "
-        f"{steps} steps of 64 sequences, "
-        f"lr {', '.join(f'{lr:g}' for lr in lrs)}, seed(s) {', '.join(map(str, seeds))}; machine "
+        f"{steps} steps of 64 sequences, each cell at the best of the lrs tried at its point "
+        f"({', '.join(f'{lr:g}' for lr in lrs)}; table.md gives each), mean over seed(s) "
+        f"{', '.join(map(str, seeds))}; machine "
         f"{store.get('machine', {}).get('processor', '?')}. Written by `python benchmarks/recall/run.py --render` "
         "from benchmarks/recall/results.json."
     )
