@@ -486,7 +486,7 @@ def remedy_markdown(rows: list[dict[str, Any]]) -> str:
         n = FAMILIES["aot-mssa"].widths[size]
         out.append(
             [
-                f"{(mssa or {}).get('non_embedding_params', 0) / 1e6:.2f} M (MSSA d{n})",
+                f"{non_embedding(FAMILIES['aot-mssa'], n) / 1e6:.2f} M (MSSA d{n})",
                 str(seed),
                 cell(gpt2, None),
                 cell(find("aot-mhsa", size, seed, study), gpt2),
