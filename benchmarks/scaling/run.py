@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -450,7 +451,7 @@ def render() -> int:
     code = aot(plan.steps[0].options(HERE))
     if code == 0:
         fit = json.loads((HERE / "fit" / "results.json").read_text())
-        block = readme_summary(fit, check, len(read_rows()))
+        block = readme_summary(fit, check, len(read_rows()), plan.settings.get("waiting", []))
         for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
             write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
             print(f"Wrote the scaling:summary block of {readme}")
@@ -512,7 +513,7 @@ def remedy_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int) -> str:
+def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int, waiting: Sequence[str] = ()) -> str:
     """The <!-- scaling:summary --> block of the READMEs: the fitted exponents, the frontier gap at the largest run,
     the laws read at the paper's sizes beside the paper's gaps, and the WSD-against-cosine verdict, all from
     fit/results.json and results.json (nothing typed by hand)."""
@@ -551,6 +552,8 @@ def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int) ->
         header = ["paper's model", "family", "N", "D", "predicted loss [95 %]", "predicted gap [95 %]", "paper: gap"]
         lines += ["", "Read at the paper's sizes and budget (far beyond the runs: read the intervals):", ""]
         lines += table(header, point_rows(fit))
+    if waiting:
+        lines += ["", "Not fitted yet (too few finished sizes or budgets): " + "; ".join(waiting) + "."]
     lines += ["", verdict(check)]
     return "\n".join(lines)
 
