@@ -443,7 +443,8 @@ def render() -> int:
     remedy = HERE.parents[1] / "benchmarks" / "lm" / "token_shift.md"
     write_text_atomic(remedy, remedy_markdown(read_rows()))
     print(f"Wrote {remedy}")
-    plan = scaling.plan(Context(preset="full", part_dir=HERE, data={"scaling-runs": str(RESULTS)}))
+    runs = os.path.relpath(RESULTS)  # recorded in fit/: a path inside the repository, not this machine's
+    plan = scaling.plan(Context(preset="full", part_dir=HERE, data={"scaling-runs": runs}))
     if plan.missing:
         print("not fitted: " + "; ".join(plan.missing))
         return 0
