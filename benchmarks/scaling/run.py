@@ -48,7 +48,9 @@ from aot.bench.flops import training_flops_per_sample
 from aot.config import ModelConfig
 from aot.run_folder import read_results, write_text_atomic
 from aot.runinfo import machine_info, replace_marked_block
-from aot.sweep.scaling.schedule_check import verdict
+from aot.sweep.render import table
+from aot.sweep.scaling.render import with_interval
+from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary, verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -433,7 +435,6 @@ def render() -> int:
     from aot.cli import main as aot
     from aot.report.part import Context
     from aot.report.parts import scaling
-    from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary
 
     rows = read_rows()
     check = schedule_summary(schedule_pairs(rows), rows)
@@ -441,7 +442,7 @@ def render() -> int:
     write_text_atomic(HERE / "schedule.md", f"{title}\n\n{schedule_markdown(check)}")
     print(f"Wrote {HERE / 'schedule.md'}: " + schedule_markdown(check).splitlines()[0])
     remedy = HERE.parents[1] / "benchmarks" / "lm" / "token_shift.md"
-    write_text_atomic(remedy, remedy_markdown(read_rows()))
+    write_text_atomic(remedy, remedy_markdown(rows))
     print(f"Wrote {remedy}")
     runs = os.path.relpath(RESULTS)  # recorded in fit/: a path inside the repository, not this machine's
     plan = scaling.plan(Context(preset="full", part_dir=HERE, data={"scaling-runs": runs}))
@@ -452,7 +453,7 @@ def render() -> int:
     code = aot(plan.steps[0].options(HERE))
     if code == 0:
         fit = json.loads((HERE / "fit" / "results.json").read_text())
-        block = readme_summary(fit, check, len(read_rows()), plan.settings.get("waiting", []))
+        block = readme_summary(fit, check, len(rows), plan.settings.get("waiting", []))
         for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
             write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
             print(f"Wrote the scaling:summary block of {readme}")
@@ -464,7 +465,6 @@ def remedy_markdown(rows: list[dict[str, Any]]) -> str:
     token WSD runs of GPT-2, AoT-MHSA and AoT-MSSA (the study's cooldown branches, or main runs of that budget)
     beside AoT-MSSA with each token shift: val nats per byte ± SE, the gap to GPT-2 and the parameters the shift
     adds."""
-    from aot.sweep.render import table
 
     def find(family: str, size: int, seed: int, kind: tuple[str, ...], shift: str = "none") -> dict | None:
         return next((r for r in rows if r["family"] == family and r["size"] == size and r["seed"] == seed
@@ -519,8 +519,6 @@ def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int, wa
     the laws read at the paper's sizes beside the paper's gaps, and the WSD-against-cosine verdict, all from
     fit/results.json and results.json (nothing typed by hand)."""
     from aot.report.parts.scaling import point_rows
-    from aot.sweep.render import table
-    from aot.sweep.scaling.render import with_interval
 
     largest = next((m for m in fit.get("gap", {}).get("at", []) if m["where"] == "largest run"), None)
     rows = []
