@@ -295,6 +295,7 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
     """The WSD runs and their branches for every size whose lr the rule gives; the reasons the rest wait."""
     jobs: list[Job] = []
     waiting = []
+    recorded = {r.get("run_dir") for r in rows}
     for family in FAMILIES.values():
         for size, width in enumerate(family.widths):
             lr = lr_rule(rows, family, size)
@@ -311,6 +312,14 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
                 for short in steps[:-1]:
                     folder = RUNS / "main" / f"{name}-{short}"
                     kept = parent / f"checkpoint-step{stable_checkpoint(short)}"
+                    if str(parent) in recorded and not kept.is_dir():
+                        # the parent landed but its folder is gone (a fresh machine: runs/ is not in git): the
+                        # from-scratch run of this budget is the same run (tests/train/test_wsd_branch.py), at 5x a
+                        # branch's cost, not the parent's full retraining
+                        argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(short, lr, seed)),
+                                "--out", str(folder)]  # fmt: skip
+                        jobs.append(Job("branch", family.name, size, width, short, lr, seed, folder, argv))
+                        continue
                     argv = ["train", "lm", "--branch-from", str(kept), "--set", f"train.steps={short}",
                             "--resume", "auto", "--out", str(folder)]  # fmt: skip
                     jobs.append(Job("branch", family.name, size, width, short, lr, seed, folder, argv, parent=kept))
@@ -586,11 +595,16 @@ def main(argv: list[str] | None = None) -> int:
         if len(rows) != before or not RESULTS.is_file():
             write_rows(rows)  # only when a run landed: --plan and an idle pass leave the file as it is
         jobs = sorted(jobs, key=priority)  # stable: a main run stays before its branches
-        todo = [j for j in jobs if read_results(j.folder) is None and (j.parent is None or j.parent.is_dir())]
+        recorded = {r["run_dir"] for r in rows}  # a recorded run is done even where its folder is gone
+
+        def done(job: Job) -> bool:
+            return str(job.folder) in recorded or read_results(job.folder) is not None
+
+        todo = [j for j in jobs if not done(j) and (j.parent is None or j.parent.is_dir())]
         todo = [j for j in todo if in_shard(j, args.shard)]
         if args.plan or args.collect:
             for job in sorted(sweeps + mains, key=priority):
-                state = "done" if read_results(job.folder) is not None else "to do"
+                state = "done" if done(job) else "to do"
                 print(f"{state:6} {job.kind:6} {job.folder.name:32} {job.tokens / 1e6:5.1f} M tokens lr {job.lr:.2g}")
             for line in waiting:
                 print("waits ", line)

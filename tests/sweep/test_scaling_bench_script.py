@@ -131,3 +131,22 @@ def test_the_token_shift_runs_are_the_1m_token_run_of_aot_mssa_with_the_shift_an
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[1:] == ["0", "2.0000 ± 0.0040", "2.1000 ± 0.0040 (+5.0 %)", "2.2000 ± 0.0040 (+10.0 %)",
                          "2.0500 ± 0.0040 (+2.5 %), +16 params", "—"]  # fmt: skip
+
+
+def test_a_branch_whose_recorded_parent_folder_is_gone_runs_from_scratch_and_a_recorded_run_is_not_redone(study):
+    """On a fresh machine runs/ is empty but results.json holds the rows: a recorded main run is not retrained, and
+    its unfinished branches become the from-scratch WSD runs of their budgets (the same runs:
+    tests/train/test_wsd_branch.py), not jobs that wait forever for a checkpoint that is gone."""
+    rows = sweep_rows(study, "gpt2", 0, {1e-3: 2.3, 3e-3: 2.0, 1e-2: 2.2})
+    rows += sweep_rows(study, "gpt2", 2, {1e-3: 2.0, 3e-3: 1.9, 1e-2: 2.05})
+    jobs, _ = study.main_jobs(rows)
+    main = next(j for j in jobs if j.kind == "main" and j.family == "gpt2" and j.size == 0 and j.seed == 0)
+    branch = next(j for j in jobs if j.kind == "branch" and j.family == "gpt2" and j.size == 0 and j.seed == 0)
+    assert branch.parent is not None and "--branch-from" in branch.argv  # parent not recorded: wait for it
+    rows.append({"kind": "main", "family": "gpt2", "size": 0, "run_dir": str(main.folder)})
+    assert not main.folder.exists()
+    jobs, _ = study.main_jobs(rows)
+    orphan = next(j for j in jobs if j.folder == branch.folder)
+    assert orphan.parent is None and "--branch-from" not in orphan.argv
+    assert f"train.steps={branch.steps}" in orphan.argv and "train.schedule=wsd" in orphan.argv
+    assert f"train.lr={branch.lr:g}" in orphan.argv and orphan.argv[orphan.argv.index("--out") + 1] == str(branch.folder)

@@ -52,6 +52,11 @@ LM_FIELDS: dict[str, tuple[str, ...]] = {
     "tokens": ("train", "tokens"),
     **{f"{split}_loss": (split, "loss") for split in ("val", "test")},
     **{f"{split}_nats_per_byte": (split, "nats_per_byte") for split in ("val", "test")},
+    # how the final scores were taken (aot.eval.lm.evaluate_lm): their standard error over windows, how many
+    # windows, whether that is the whole split; None in rows recorded before these were (a 128-window sample)
+    **{f"{split}_loss_se": (split, "loss_se") for split in ("val", "test")},
+    "val_windows": ("val", "windows"),
+    "val_full_split": ("val", "full_split"),
     "tokens_per_second": ("train", "tokens_per_second"),
     **TIMES,
     "bigram_val_loss": ("baselines", "val", "bigram", "loss"),
