@@ -415,6 +415,12 @@ def collect(jobs: list[Job], rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return rows
 
 
+def done(job: Job, rows: list[dict[str, Any]]) -> bool:
+    """Whether ``job`` has finished: recorded in results.json (even where its folder is gone, as on a fresh machine:
+    runs/ is not in git) or a whole results.json in its folder."""
+    return any(r.get("run_dir") == str(job.folder) for r in rows) or read_results(job.folder) is not None
+
+
 def in_shard(job: Job, shard: str | None) -> bool:
     """Whether ``job`` is this driver's (``I/N``: crc32 of its folder name modulo N is I; None: every job). The hash
     is of the name, so a job stays in its shard as the plan grows; a branch waits until its parent's kept
@@ -595,16 +601,11 @@ def main(argv: list[str] | None = None) -> int:
         if len(rows) != before or not RESULTS.is_file():
             write_rows(rows)  # only when a run landed: --plan and an idle pass leave the file as it is
         jobs = sorted(jobs, key=priority)  # stable: a main run stays before its branches
-        recorded = {r["run_dir"] for r in rows}  # a recorded run is done even where its folder is gone
-
-        def done(job: Job) -> bool:
-            return str(job.folder) in recorded or read_results(job.folder) is not None
-
-        todo = [j for j in jobs if not done(j) and (j.parent is None or j.parent.is_dir())]
+        todo = [j for j in jobs if not done(j, rows) and (j.parent is None or j.parent.is_dir())]
         todo = [j for j in todo if in_shard(j, args.shard)]
         if args.plan or args.collect:
             for job in sorted(sweeps + mains, key=priority):
-                state = "done" if done(job) else "to do"
+                state = "done" if done(job, rows) else "to do"
                 print(f"{state:6} {job.kind:6} {job.folder.name:32} {job.tokens / 1e6:5.1f} M tokens lr {job.lr:.2g}")
             for line in waiting:
                 print("waits ", line)

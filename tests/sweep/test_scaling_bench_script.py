@@ -149,4 +149,6 @@ def test_a_branch_whose_recorded_parent_folder_is_gone_runs_from_scratch_and_a_r
     orphan = next(j for j in jobs if j.folder == branch.folder)
     assert orphan.parent is None and "--branch-from" not in orphan.argv
     assert f"train.steps={branch.steps}" in orphan.argv and "train.schedule=wsd" in orphan.argv
-    assert f"train.lr={branch.lr:g}" in orphan.argv and orphan.argv[orphan.argv.index("--out") + 1] == str(branch.folder)
+    assert f"train.lr={branch.lr:g}" in orphan.argv
+    assert orphan.argv[orphan.argv.index("--out") + 1] == str(branch.folder)
+    assert study.done(main, rows) and not study.done(orphan, rows)
