@@ -386,3 +386,33 @@ def test_the_report_takes_its_cpu_lrs_from_the_recorded_rotary_sweep(bench, tmp_
         assert step.argv[step.argv.index("--lr") + 1] == f"{winners[preset]:g}"
     (line,) = lm_part.plan(Context("quick", tmp_path, data={"lm-sweep": str(tmp_path / "none.json")})).missing
     assert "no lr sweep recorded" in line and "\n" not in line
+
+
+def test_the_full_split_column_is_each_row_retrained_at_its_best_lr_against_gpt2_retrained_the_same_way(bench):
+    """headline.headline_rows: a row's full-split cell is the tag-full-split run of the same tokenizer, model and
+    overrides at the row's best lr (another lr is not that row re-scored), with its SE over windows, and its gap is
+    to GPT-2 of the same recipe in that tag, not to the 128-window GPT-2."""
+    headline = load_script("bench_lm_headline_full", LM_BENCH / "headline.py")
+    init = ("model.init_std=0.05",)
+
+    def r(model, val, tag="tied-recipe", lr=3e-3, se=None, extra=init):  # type: ignore[no-untyped-def]
+        run = bench.Run(tag, "bytes", model, 250, "rope", lr, 0, tuple(extra))
+        return {**row(run, val), "val_loss_se": se}
+
+    store = {
+        "sweep": bench.SPEC.to_dict(),
+        "runs": [
+            r("gpt2-cpu", 1.80),
+            r("aot-mssa-l-cpu", 2.00),
+            r("aot-mhsa-l-cpu", 1.90, lr=1e-3),
+            r("gpt2-cpu", 1.85, tag="full-split", se=0.004),
+            r("aot-mssa-l-cpu", 2.035, tag="full-split", se=0.005),
+            r("aot-mhsa-l-cpu", 1.95, tag="full-split", lr=3e-3, se=0.005),  # not MHSA's best lr (1e-3)
+        ],
+    }
+    rows = {x["summary"].get("model"): x for x in headline.headline_rows(store)}
+    assert rows["aot-mssa-l-cpu"]["full_gap"] == pytest.approx(2.035 / 1.85 - 1)  # not 2.035 / 1.80
+    assert rows["aot-mhsa-l-cpu"]["full"] is None
+    line = next(x for x in headline.markdown(store, False).splitlines() if "| AoT-MSSA" in x)
+    assert "| 2.035 ± 0.005 (1 seed), +10.0 % |" in line
+    assert "| +0.600 | — | — |" in next(x for x in headline.markdown(store).splitlines() if "| AoT-MHSA" in x)

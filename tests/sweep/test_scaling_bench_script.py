@@ -152,3 +152,28 @@ def test_a_branch_whose_recorded_parent_folder_is_gone_runs_from_scratch_and_a_r
     assert f"train.lr={branch.lr:g}" in orphan.argv
     assert orphan.argv[orphan.argv.index("--out") + 1] == str(branch.folder)
     assert study.done(main, rows) and not study.done(orphan, rows)
+
+
+def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_results(study):
+    """fit/ was fitted from the committed results.json (its sha256), and schedule.md, benchmarks/lm/token_shift.md
+    and the <!-- scaling:summary --> blocks of both READMEs are what --render writes from them: rows that land
+    without --render fail here."""
+    import hashlib
+
+    from aot.report.part import Context
+    from aot.report.parts import scaling
+    from aot.runinfo import replace_marked_block
+    from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary
+
+    here = SCRIPT.parent
+    rows = study.read_rows()
+    fit = json.loads((here / "fit" / "results.json").read_text())
+    assert fit["source"]["sha256"] == hashlib.sha256(study.RESULTS.read_bytes()).hexdigest()
+    check = schedule_summary(schedule_pairs(rows), rows)
+    assert (here / "schedule.md").read_text().endswith(schedule_markdown(check))
+    assert (here.parents[1] / "benchmarks" / "lm" / "token_shift.md").read_text() == study.remedy_markdown(rows)
+    plan = scaling.plan(Context(preset="full", part_dir=here, data={"scaling-runs": str(study.RESULTS)}))
+    block = study.readme_summary(fit, check, len(rows), plan.settings.get("waiting", []))
+    for readme in (here / "README.md", here.parents[1] / "README.md"):
+        text = readme.read_text()
+        assert replace_marked_block(text, "scaling:summary", block, readme.name) == text, readme
