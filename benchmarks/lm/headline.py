@@ -47,6 +47,7 @@ NAMES = {
 #: run.py's --steps default (a row's command names --steps only when it differs)
 DEFAULT_STEPS = 250
 BLOCK = "lm:headline"
+FULL_BLOCK = "lm:full-split"
 ALONG_BLOCK = "lm:along"
 FIGURE = "quality_per_compute-headline.png"
 
@@ -194,6 +195,35 @@ def markdown(store: dict, commands: bool = True) -> str:
     return "\n".join(lines)
 
 
+def full_split_markdown(store: dict) -> str:
+    """Tag ``FULL`` on its own: every model retrained there (the headline rows, and variants with no headline row
+    such as issue 29's token shift), its non-embedding parameters, val loss over the whole split and gap to GPT-2
+    retrained the same way."""
+    spec, reference = read_spec(store)
+    summary = spec.summaries(store["runs"])
+    head = "| tokenizer | model | layers × width | recipe | non-emb. params | lr | val loss, full split | "
+    head += "gap to GPT-2 |"
+    lines = [head, "|---" * 8 + "|"]
+    order = list(NAMES)
+    rows = [s for s in summary if s.get("tag") == FULL]
+    rows.sort(key=lambda s: (s.get("tokenizer") != "bytes", s.get("tokenizer"), order.index(s.get("model")),
+                             shape(s), s.get("extra")))  # fmt: skip
+    for s in rows:
+        layers, width = shape(s)
+        cells = [
+            s.get("tokenizer"),
+            NAMES.get(s.get("model"), s.get("model")),
+            f"{layers} × {width}",
+            " ".join(reference.recipe(s.get("extra"))) or "—",
+            "—" if s.get("non_embedding_params") is None else f"{s.get('non_embedding_params') / 1e6:.3f} M",
+            lr_text(s.lr),
+            full_split_cell(s, None),
+            "—" if (g := reference_gap(summary, s, reference)) is None else f"{100 * g:+.1f} %",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def along_rows(store: dict) -> list[dict]:
     """The gap to GPT-2 along the longer runs (tag ``LONGER``): for each contender, its mean periodic val loss
     over seeds against that of its GPT-2 (same tokenizer, positions, budget and recipe:
@@ -249,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             text = replace_marked_block(text, BLOCK, markdown(store, commands), path.name)
             if commands:
                 text = replace_marked_block(text, ALONG_BLOCK, along_markdown(store), path.name)
+                text = replace_marked_block(text, FULL_BLOCK, full_split_markdown(store), path.name)
             path.write_text(text)
             print(f"wrote the {BLOCK} block of {path}")
         summaries = [s for s in store_spec(store).summaries(store["runs"]) if s.get("tag") in TAGS]

@@ -319,6 +319,8 @@ def test_recorded_table_and_headline_blocks_are_rendered_from_results_json(bench
         rendered = replace_marked_block(text, headline.BLOCK, headline.markdown(store, commands), path.name)
         if commands:
             rendered = replace_marked_block(rendered, headline.ALONG_BLOCK, headline.along_markdown(store), path.name)
+            full = headline.full_split_markdown(store)
+            rendered = replace_marked_block(rendered, headline.FULL_BLOCK, full, path.name)
         assert rendered == text, path
 
 
@@ -416,3 +418,30 @@ def test_the_full_split_column_is_each_row_retrained_at_its_best_lr_against_gpt2
     line = next(x for x in headline.markdown(store, False).splitlines() if "| AoT-MSSA" in x)
     assert "| 2.035 ± 0.005 (1 seed), +10.0 % |" in line
     assert "| +0.600 | — | — |" in next(x for x in headline.markdown(store).splitlines() if "| AoT-MHSA" in x)
+    full = headline.full_split_markdown(store).splitlines()  # the tag on its own, MHSA at 3e-3 included
+    assert len(full) == 2 + 3 and "| 3e-3 | 2.035 ± 0.005 (1 seed) | +10.0 % |" in full[4]
+
+
+def test_rescore_scores_a_run_as_its_own_final_evaluation_did_and_finds_the_run_it_retrained(bench, tmp_path):
+    """benchmarks/lm/rescore.py: scored on every window, a run's model gives the val loss the run recorded (the
+    same windows, context and precision), and on fewer windows the sample; the original of a full-split row is
+    the earlier tag's run of the same tokenizer, model, overrides, lr and seed — not another seed or lr."""
+    from aot.cli import main as aot_main
+
+    rescore = load_script("bench_lm_rescore", LM_BENCH / "rescore.py")
+    corpus = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
+    out = tmp_path / "run"
+    argv = ["train", "lm", "--corpus", str(corpus), "--model", "gpt2-cpu", "--steps", "2", "--device", "cpu"]
+    argv += ["--set", "model.n_layer=1", "--set", "model.n_embd=16", "--set", "model.n_head=2"]
+    argv += ["--set", "model.block_size=16", "--set", "train.progress=false", "--out", str(out)]
+    assert aot_main(argv) == 0
+    recorded = json.loads((out / "results.json").read_text())["val"]
+    full = rescore.sampled_loss(out, recorded["split_windows"])
+    assert full["full_split"] and full["loss"] == pytest.approx(recorded["loss"], rel=1e-12)
+    assert rescore.sampled_loss(out, 4)["windows"] == 4
+
+    def r(tag, lr=3e-3, seed=0):  # type: ignore[no-untyped-def]
+        return row(bench.Run(tag, "bytes", "gpt2-cpu", 250, "rope", lr, seed, ("model.init_std=0.05",)), 1.8)
+
+    store = {"runs": [r("tied-recipe", lr=1e-3), r("tied-recipe", seed=1), r("tied-recipe"), r("full-split")]}
+    assert rescore.original(store, store["runs"][3]) is store["runs"][2]
