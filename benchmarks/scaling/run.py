@@ -49,7 +49,9 @@ from aot.config import ModelConfig
 from aot.run_folder import read_results, write_text_atomic
 from aot.runinfo import machine_info, replace_marked_block
 from aot.sweep.render import table
+from aot.sweep.scaling.matched import matched_gaps, matched_markdown
 from aot.sweep.scaling.render import with_interval
+from aot.sweep.scaling.runs import ScalingRun
 from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary, verdict
 
 HERE = Path(__file__).resolve().parent
@@ -468,7 +470,7 @@ def render() -> int:
     code = aot(plan.steps[0].options(HERE))
     if code == 0:
         fit = json.loads((HERE / "fit" / "results.json").read_text())
-        block = readme_summary(fit, check, len(rows), plan.settings.get("waiting", []))
+        block = readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), matched_table(rows))
         for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
             write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
             print(f"Wrote the scaling:summary block of {readme}")
@@ -529,10 +531,31 @@ def remedy_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int, waiting: Sequence[str] = ()) -> str:
+MATCHED_INTRO = (
+    "The gap to GPT-2 at matched size and budget, read off the runs without a law (every family's main runs and "
+    "branches; GPT-2 at the same budget, interpolated in log N and log L between its two sizes around N, never "
+    "extrapolated; one seed unless a cell says):"
+)
+
+
+def matched_table(rows: list[dict[str, Any]]) -> str:
+    """:func:`aot.sweep.scaling.matched.matched_markdown` of the study's main runs and branches against GPT-2."""
+    runs = [
+        ScalingRun(r["family"], r["non_embedding_params"], r["tokens"], r["val_loss"], seed=r["seed"])
+        for r in rows
+        if r["kind"] in ("main", "branch")
+    ]
+    labels = {name: family.label for name, family in FAMILIES.items()}
+    return matched_markdown(matched_gaps(runs, "gpt2"), "gpt2", labels)
+
+
+def readme_summary(
+    fit: dict[str, Any], check: dict[str, Any], recorded: int, waiting: Sequence[str] = (), matched: str = ""
+) -> str:
     """The <!-- scaling:summary --> block of the READMEs: the fitted exponents, the frontier gap at the largest run,
-    the laws read at the paper's sizes beside the paper's gaps, and the WSD-against-cosine verdict, all from
-    fit/results.json and results.json (nothing typed by hand)."""
+    the laws read at the paper's sizes beside the paper's gaps, ``matched`` (the law-free gaps at matched size and
+    budget, :func:`matched_table`) and the WSD-against-cosine verdict, all from fit/results.json and results.json
+    (nothing typed by hand)."""
     from aot.report.parts.scaling import point_rows
 
     largest = next((m for m in fit.get("gap", {}).get("at", []) if m["where"] == "largest run"), None)
@@ -568,6 +591,8 @@ def readme_summary(fit: dict[str, Any], check: dict[str, Any], recorded: int, wa
         lines += table(header, point_rows(fit))
     if waiting:
         lines += ["", "Not fitted yet (too few finished sizes or budgets): " + "; ".join(waiting) + "."]
+    if matched:
+        lines += ["", MATCHED_INTRO, "", matched]
     lines += ["", verdict(check)]
     return "\n".join(lines)
 
