@@ -11,6 +11,7 @@ determined and reads far outside its runs.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def reference_at(
     near = min(sizes, key=lambda s: abs(math.log(s[0] / params)))
     if abs(near[0] / params - 1) <= tolerance:
         return near[1], near[2], (near[0],)
-    for (n1, l1, k1), (n2, l2, k2) in zip(sizes, sizes[1:]):
+    for (n1, l1, k1), (n2, l2, k2) in itertools.pairwise(sizes):
         if n1 < params < n2:
             t = math.log(params / n1) / math.log(n2 / n1)
             return math.exp((1 - t) * math.log(l1) + t * math.log(l2)), min(k1, k2), (n1, n2)
