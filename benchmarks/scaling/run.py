@@ -22,6 +22,7 @@ Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py             # run what is not finished
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --only sweep --max-minutes 60
     ... run.py --shard 0/2 & ... run.py --shard 1/2 &                             # two drivers, two cores
+    ... run.py & ... run.py &                                   # or two unsharded: each skips the other's job
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --render    # schedule.md and fit/ (the laws)
 
 Every job is a run folder under runs/scaling/ (resumable: a killed job continues from its checkpoint), skipped when
@@ -46,7 +47,7 @@ from typing import Any
 
 from aot.bench.flops import training_flops_per_sample
 from aot.config import ModelConfig
-from aot.run_folder import read_results, write_text_atomic
+from aot.run_folder import folder_busy, read_results, write_text_atomic
 from aot.runinfo import machine_info, replace_marked_block
 from aot.sweep.render import table
 from aot.sweep.scaling.matched import matched_gaps, matched_markdown
@@ -627,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
             write_rows(rows)  # only when a run landed: --plan and an idle pass leave the file as it is
         jobs = sorted(jobs, key=priority)  # stable: a main run stays before its branches
         todo = [j for j in jobs if not done(j, rows) and (j.parent is None or j.parent.is_dir())]
+        todo = [j for j in todo if not folder_busy(j.folder)]  # another driver is training it now
         todo = [j for j in todo if in_shard(j, args.shard)]
         if args.plan or args.collect:
             for job in sorted(sweeps + mains, key=priority):
@@ -644,6 +646,9 @@ def main(argv: list[str] | None = None) -> int:
         job = todo[0]
         print(f"[{len(rows)} done, {len(todo)} to do] {job.kind} {job.folder.name}", flush=True)
         if not run_job(job):
+            if folder_busy(job.folder):  # two drivers started it at once: the other one has it
+                print(f"  {job.folder.name} is another driver's now; going on", flush=True)
+                continue
             print(f"  failed: see {RUNS / 'logs' / (job.folder.name + '.log')}; stopping", flush=True)
             return 1
 

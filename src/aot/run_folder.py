@@ -513,6 +513,30 @@ def folder_lock(folder: str | Path, option: str = "--out") -> Iterator[Path]:
                 folder.rmdir()
 
 
+def folder_busy(folder: str | Path) -> bool:
+    """Whether another process holds ``folder``'s lock now (a command is writing the folder): what a scheduler of
+    many runs asks before it starts one, so that two of them never queue the same folder. A stale lock file (its
+    holder was killed) is not busy. Asks with a shared lock taken and dropped at once, never waiting."""
+    import fcntl
+
+    path = Path(folder) / LOCK_FILE
+    if str(Path(folder).resolve()) in _HELD_LOCKS:
+        return False  # this process holds it
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def follow_lock(folder: str | Path, option: str = "--out") -> None:
     """``folder`` was moved aside and made anew (:func:`move_aside`) while this process held its lock: lock the new
     folder and let go of the moved one (whose lock file goes). Nothing when this process holds no lock on

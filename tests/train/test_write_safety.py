@@ -25,7 +25,7 @@ from test_guarantees import ROOT, TINY, _aot_train, _checkpoint_step, _finish, _
 from aot.bench import machine_cache, peaks
 from aot.cli import main
 from aot.errors import AotError
-from aot.run_folder import LOCK_FILE, FolderBusy, folder_lock, follow_lock, move_aside
+from aot.run_folder import LOCK_FILE, FolderBusy, folder_busy, folder_lock, follow_lock, move_aside
 
 #: imports everything `aot` needs, says so (READY file), waits for the GO file, then runs `aot ARGV`: two processes
 #: started this way meet the folder lock within milliseconds of each other, however long their imports took (the
@@ -271,12 +271,14 @@ def test_the_lock_is_the_oss_gone_after_kill_9_and_follows_a_folder_made_anew(tm
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert holder.stdout.readline().strip() == "locked"
+    assert folder_busy(tmp_path / "run") and not folder_busy(tmp_path / "elsewhere")
     busy = rf"another aot process \(pid {holder.pid}\) is using .*pick another --out"
     with pytest.raises(FolderBusy, match=busy), folder_lock(tmp_path / "run"):
         pass
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert (tmp_path / "run" / LOCK_FILE).exists()  # a stale file: it blocks nobody
+    assert not folder_busy(tmp_path / "run")
     with folder_lock(tmp_path / "run"):
         (tmp_path / "run" / "metrics.jsonl").write_text("{}\n")
         move_aside(tmp_path / "run")  # what --force does: the old run renamed, the folder made anew
