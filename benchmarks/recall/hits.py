@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aot.analysis.analyze import lm_tokens
-from aot.analysis.recall_hits import HitLosses, gap_share, hit_losses
+from aot.analysis.recall_hits import BigramTable, HitLosses, gap_share, hit_losses
 from aot.loader import load_run
 from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info
@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--labels", help="comma-separated names of RUNS (default: the folder names)")
     parser.add_argument("--split", default="val", choices=["val", "test", "train"])
     parser.add_argument("--windows", type=int, help="windows spread evenly over the split (default: all of them)")
+    parser.add_argument(
+        "--below",
+        type=float,
+        default=0.1,
+        help="also split off the hits whose bigram the train split's bigram model gives p < this (default 0.1)",
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=HERE / "hits.json", help="the JSON (and .md beside it)")
@@ -72,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"{path} is not on the footing of the runs before it ({', '.join(SAME)}, block_size must agree)")
         if tokens is None:
             tokens = lm_tokens(config, args.split)
+            bigrams = BigramTable(lm_tokens(config, "train"), run.config.vocab_size)
         model = run.model.to(args.device)
-        losses = hit_losses(model, tokens, run.config.block_size, args.batch_size, args.windows, args.device)
+        losses = hit_losses(
+            model, tokens, run.config.block_size, args.batch_size, args.windows, args.device, bigrams, args.below
+        )
         size = {"block": run.config.block, "params": run.model.num_params()}
         rows.append({"label": label, "run_dir": str(path), **size, **losses.to_dict()})
         print(f"{label}: hit loss {losses.hit_loss:.4f} ({losses.hits:,} hits), other {losses.other_loss:.4f}")
@@ -88,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/recall/hits.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
         "split": args.split,
         "windows": args.windows,
+        "unpredicted_below": args.below,
         "runs": rows,
         "gaps": gaps,
     }
@@ -98,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def as_losses(row: dict[str, Any]) -> HitLosses:
-    return HitLosses(row["hit_nats"], row["hits"], row["other_nats"], row["others"])
+    unpredicted = (row.get("unpredicted_hit_nats", 0.0), row.get("unpredicted_hits", 0))
+    return HitLosses(row["hit_nats"], row["hits"], row["other_nats"], row["others"], *unpredicted)
 
 
 def markdown(record: dict[str, Any]) -> str:
@@ -108,20 +119,33 @@ def markdown(record: dict[str, Any]) -> str:
     lines = [
         f"Recall hits on the {record['split']} split (`{record['command']}`, {when}).",
         "",
-        "| model | params | hits | hit share | hit loss | other loss | loss |",
-        "|---|---|---|---|---|---|---|",
+        f"Unpredicted hits: the hits whose bigram the train split's bigram model gives p < "
+        f"{record.get('unpredicted_below', 0.1):g} (they need the earlier occurrence looked up).",
+        "",
+        "| model | params | hits | hit share | unpredicted hits (share) | hit loss | unpredicted hit loss | "
+        "other loss | loss |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in record["runs"]:
+        n = r["hits"] + r["others"]
+        unpredicted = r.get("unpredicted_hits", 0)
         lines.append(
-            f"| {r['label']} | {r['params']:,} | {r['hits']:,} | {r['hits'] / (r['hits'] + r['others']):.3f} | "
-            f"{r['hit_loss']:.4f} | {r['other_loss']:.4f} | {r['loss']:.4f} |"
+            f"| {r['label']} | {r['params']:,} | {r['hits']:,} | {r['hits'] / n:.3f} | {unpredicted:,} "
+            f"({unpredicted / n:.3f}) | {r['hit_loss']:.4f} | {r.get('unpredicted_hit_loss', float('nan')):.4f} | "
+            f"{r['other_loss']:.4f} | {r['loss']:.4f} |"
         )
-    lines += ["", "| gap | Δ hits | Δ other | Δ all | share of the gap on hits |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| gap | Δ hits | Δ unpredicted hits | Δ other | Δ all | share of the gap on hits | on unpredicted hits |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for g in record["gaps"]:
         share = "—" if g["hit_share_of_gap"] is None else f"{100 * g['hit_share_of_gap']:.1f} %"
+        rare = g.get("unpredicted_hit_share_of_gap")
         lines.append(
-            f"| {g['label']} − {g['reference']} | {g['delta_hits']:+.4f} | {g['delta_other']:+.4f} | "
-            f"{g['delta_all']:+.4f} | {share} |"
+            f"| {g['label']} − {g['reference']} | {g['delta_hits']:+.4f} | "
+            f"{g.get('delta_unpredicted_hits', float('nan')):+.4f} | {g['delta_other']:+.4f} | "
+            f"{g['delta_all']:+.4f} | {share} | {'—' if rare is None else f'{100 * rare:.1f} %'} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from aot.analysis.recall_hits import HitLosses, gap_share, hit_losses, recall_hits
+from aot.analysis.recall_hits import BigramTable, HitLosses, gap_share, hit_losses, recall_hits
 from aot.eval.lm import evaluate_lm
 
 
@@ -77,3 +77,36 @@ def test_the_share_of_a_gap_is_the_hits_part_of_the_excess_nats() -> None:
     assert gap_share(reference, reference)["hit_share_of_gap"] is None
     with pytest.raises(ValueError, match="different tokens"):
         gap_share(contender, HitLosses(1.0, 11, 1.0, 29))
+
+
+def test_the_bigram_table_is_the_training_splits_counts_and_splits_off_the_hits_it_does_not_predict() -> None:
+    """p(y | x) against a direct count (0 for an unseen bigram, or an unseen x); the unpredicted hits are the hits
+    whose bigram it gives p < below, with their loss against a loop; their share of a gap is their excess nats."""
+    rng = np.random.default_rng(2)
+    train = rng.integers(0, 6, size=300)
+    table = BigramTable(train, 7)  # token 6 never occurs
+    pairs = list(itertools.pairwise(train.tolist()))
+    for x, y in [(0, 1), (3, 3), (5, 0), (6, 2), (2, 6)]:
+        expected = pairs.count((x, y)) / max(sum(1 for a, _ in pairs if a == x), 1)
+        assert table.probability(np.array([x]), np.array([y]))[0] == pytest.approx(expected, rel=1e-12)
+    tokens = rng.integers(0, 6, size=200)
+    model, below = TableModel(7, seed=0), 0.17
+    got = hit_losses(model, tokens, block_size=12, batch_size=5, bigrams=table, below=below)
+    nats, count = 0.0, 0
+    for start in range(0, (len(tokens) - 1) // 12 * 12, 12):
+        window = tokens[start : start + 13].tolist()
+        logits = model(torch.tensor([window[:-1]]))[0][0]
+        for t, hit in enumerate(hits_by_loop(window), start=1):
+            p = table.probability(np.array([window[t - 1]]), np.array([window[t]]))[0]
+            if hit and p < below:
+                nats += -torch.log_softmax(logits[t - 1], dim=-1)[window[t]].item()
+                count += 1
+    assert 0 < got.unpredicted_hits == count < got.hits
+    assert got.unpredicted_hit_loss == pytest.approx(nats / count, rel=1e-6)
+    plain = hit_losses(model, tokens, block_size=12, batch_size=5)
+    assert (plain.hit_nats, plain.hits, plain.unpredicted_hits) == (got.hit_nats, got.hits, 0)
+    reference = HitLosses(10.0, 10, 90.0, 30, unpredicted_hit_nats=4.0, unpredicted_hits=4)
+    contender = HitLosses(30.0, 10, 96.0, 30, unpredicted_hit_nats=16.0, unpredicted_hits=4)
+    share = gap_share(contender, reference)
+    assert share["delta_unpredicted_hits"] == pytest.approx(3.0)
+    assert share["unpredicted_hit_share_of_gap"] == pytest.approx(12.0 / 26.0)  # 12 of the 26 excess nats

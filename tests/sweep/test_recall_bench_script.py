@@ -113,6 +113,8 @@ def test_hits_script_decomposes_the_gap_of_two_tiny_lm_runs(tmp_path: Path) -> N
     mssa, gpt2 = record["runs"][1], record["runs"][0]
     assert gap["delta_all"] == pytest.approx(mssa["loss"] - gpt2["loss"])
     assert "share of the gap on hits" in out.with_suffix(".md").read_text()
+    assert 0 <= mssa["unpredicted_hits"] <= mssa["hits"] and record["unpredicted_below"] == 0.1
+    assert gap["delta_unpredicted_hits"] == pytest.approx(mssa["unpredicted_hit_loss"] - gpt2["unpredicted_hit_loss"])
     with pytest.raises(SystemExit, match="--reference"):
         hits.main([*runs, "--reference", str(tmp_path / "other"), "--out", str(out)])
 
