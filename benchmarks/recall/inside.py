@@ -13,7 +13,8 @@ land on and the value after it hard.
 Writes inside.json (the machine, the date, the command; one row per run: block, width, sequence length, pairs, lr,
 seed, val and test accuracy, every score as a layers x heads list, and the max over heads of each) and inside.md
 beside it (per block, width, length and pairs, at the lr whose runs reach the best mean val accuracy: the best head's
-value weight and previous-token scores beside the test accuracy, means over the seeds). A run that has not finished
+value weight and previous-token scores beside the test accuracy, means over the seeds). Rows already in the output file
+for runs whose folder is not under --runs are kept. A run that has not finished
 (no complete results.json) is skipped, as is a folder that holds no recall run; blocks without attention patterns
 (linear attention, Mamba) get no scores (None, "—" in the table). The labels come from benchmarks/recall/results.json
 (the row whose run_dir has the folder's name) when the run is there, else from the run's block.
@@ -44,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 #: the per-run maxima over heads the table shows: (row key, column title)
 BEST = (
     ("value", "value weight"),
+    ("value_to_key", "value → its key"),
     ("previous_token", "prev. token (MQAR)"),
     ("repeated_previous_token", "prev. token (repeated)"),
     ("induction", "induction"),
@@ -154,6 +156,15 @@ def collect(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[s
     return rows, skipped
 
 
+def kept_rows(out: Path, analysed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows ``out`` already holds for runs not analysed now (their folders are on another machine: runs/ is not
+    in git), so that analysing the runs of a new sitting adds to the record instead of replacing it."""
+    if not out.is_file():
+        return []
+    fresh = {row["run_dir"] for row in analysed}
+    return [row for row in json.loads(out.read_text())["runs"] if row["run_dir"] not in fresh]
+
+
 def mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
@@ -182,7 +193,7 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "lr": lr,
                 "seeds": len(chosen),
                 "test_accuracy": mean([r["test_accuracy"] for r in chosen]),
-                **{name: mean([r["best"][name] for r in chosen]) for name, _ in BEST},
+                **{name: mean([r["best"].get(name) for r in chosen]) for name, _ in BEST},  # older rows lack some
             }
         )
     return lines
@@ -221,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)  # before the work: a folder that cannot be made fails first
     rows, skipped = collect(args)
+    rows = kept_rows(args.out, rows) + rows
     record = {
         "machine": machine_info(),
         "command": "python benchmarks/recall/inside.py " + shlex.join(argv if argv is not None else sys.argv[1:]),

@@ -242,8 +242,8 @@ def readme_table(store: dict, tag: str) -> str:
         f"MQAR test accuracy per query, tag `{tag}` (and its variants `{tag}-*`): 2 layers, one head, V = {vocab}, "
         f"{steps} steps of 64 sequences, each cell at the best of the lrs tried at its point "
         f"({', '.join(f'{lr:g}' for lr in lrs)}; table.md gives each), mean over seed(s) "
-        f"{', '.join(map(str, seeds))}; machine "
-        f"{store.get('machine', {}).get('processor', '?')}. Written by `python benchmarks/recall/run.py --render` "
+        f"{', '.join(map(str, seeds))}; the 2-core machines of these sessions (results.json last written on "
+        f"{store.get('machine', {}).get('processor', '?')}). Written by `python benchmarks/recall/run.py --render` "
         "from benchmarks/recall/results.json."
     )
     header = ["block", *(f"d {w}, T {t}, {k} pairs" for w, t, k in points)]

@@ -33,12 +33,15 @@ def causal_patterns(batch: int, heads: int, length: int, seed: int) -> torch.Ten
 
 
 def scores_by_loop(pattern: torch.Tensor, tokens: torch.Tensor, targets: torch.Tensor, n_pairs: int) -> dict:
-    """The four scores, one query (and one position) at a time."""
+    """The five scores, one query (and one position, and one pair) at a time."""
     B, H, T, _ = pattern.shape
     sums = {name: [0.0] * H for name in SCORES}
     queries = positions = 0
     for b in range(B):
         row = tokens[b].tolist()
+        for i in range(n_pairs):  # the value of pair i sits at 2i + 1, its key at 2i
+            for h in range(H):
+                sums["value_to_key"][h] += float(pattern[b, h, 2 * i + 1, 2 * i])
         for t in range(T):
             if t >= 1:
                 positions += 1
@@ -53,9 +56,9 @@ def scores_by_loop(pattern: torch.Tensor, tokens: torch.Tensor, targets: torch.T
                 sums["key"][h] += float(pattern[b, h, t, p])
                 sums["value"][h] += float(pattern[b, h, t, p + 1])
                 sums["self"][h] += float(pattern[b, h, t, t])
+    counts = {"previous_token": positions, "value_to_key": B * n_pairs}
     return {
-        name: torch.tensor(values, dtype=torch.float64) / (positions if name == "previous_token" else queries)
-        for name, values in sums.items()
+        name: torch.tensor(values, dtype=torch.float64) / counts.get(name, queries) for name, values in sums.items()
     }
 
 
@@ -88,7 +91,8 @@ def test_the_scores_of_a_hand_made_pattern() -> None:
     pattern[0, 0, 12] = 0.0
     pattern[0, 0, 12, 0], pattern[0, 0, 12, 12] = 0.5, 0.5  # and the second on its key and itself
     got = {k: float(v) for k, v in recall_attention_scores(pattern, tokens, targets, n_pairs=2).items()}
-    assert got == pytest.approx({"key": 0.25, "value": 0.5, "self": 0.25, "previous_token": 13 / 15}, abs=1e-12)
+    expected = {"key": 0.25, "value": 0.5, "self": 0.25, "previous_token": 13 / 15, "value_to_key": 1.0}
+    assert got == pytest.approx(expected, abs=1e-12)
 
 
 def test_sequences_that_are_not_mqar_of_that_many_pairs_are_one_line() -> None:
@@ -119,6 +123,7 @@ def test_the_hand_set_induction_model_lands_on_the_value_and_not_without_its_pre
     value, previous, key = scores["value"], scores["previous_token"], scores["key"]
     assert value is not None and previous is not None and key is not None
     assert previous[0, 0] > 0.99  # layer 0: a previous-token head
+    assert scores["value_to_key"] is not None and scores["value_to_key"][0, 0] > 0.99  # ... moving each key forward
     assert value[1, 0] > 0.99 and key[1, 0] < 0.01  # layer 1: on the value after the key, not on the key
     assert value[0, 0] < 0.3  # layer 0 reaches the value only when it is the query's predecessor (1 query in 4)
     with torch.no_grad():
@@ -209,3 +214,8 @@ def test_inside_analyses_the_finished_runs_and_skips_the_rest(recall_run: Path, 
     assert np.array(row["repeated"]["induction"]).shape == (2, 2)
     table = out.with_suffix(".md").read_text()
     assert "| quick | AoT-MHSA | 16 | 16 | 2 |" in table and record["machine"]["date"] in table
+    # a second sitting: the run recorded before whose folder is gone stays; the one analysed again is not doubled
+    gone = {**row, "run_dir": "runs/grid/elsewhere", "label": "AoT-MSSA (tied)"}
+    out.write_text(json.dumps({**record, "runs": [gone, row]}))
+    assert script["main"](argv) == 0
+    assert [r["run_dir"] for r in json.loads(out.read_text())["runs"]] == ["runs/grid/elsewhere", str(runs / "done")]

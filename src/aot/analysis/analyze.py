@@ -197,8 +197,8 @@ def analyze_recall(
     device: torch.device | str = "cpu",
 ) -> dict[str, Any]:
     """:func:`analyze_causal` on MQAR sequences in batches of ``batch_size``, and the ``recall`` section: the
-    key / value / self / previous-token scores of every head (:mod:`aot.analysis.recall_attention`; ``None``
-    for blocks without attention patterns)."""
+    key / value / self / previous-token / value-to-key scores of every head (:mod:`aot.analysis.recall_attention`;
+    ``None`` for blocks without attention patterns)."""
     data = [seqs.tokens[start : start + batch_size] for start in range(0, len(seqs), batch_size)]
     measured = analyze_causal(model, data, induction_length=induction_length, eps=eps, seed=seed, device=device)
     scores = recall_head_scores(model, seqs.tokens, seqs.targets, n_pairs, batch_size)

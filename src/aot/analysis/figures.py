@@ -156,6 +156,7 @@ RECALL_PANELS = (
     ("value", "query → the value after its key"),
     ("self", "query → itself"),
     ("previous_token", "previous token A[t, t−1], all t ≥ 1"),
+    ("value_to_key", "a pair's value → its key"),
 )
 
 

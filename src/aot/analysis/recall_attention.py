@@ -10,7 +10,9 @@ The scores of every head, as means of its attention pattern A (rows: queries, co
 * ``key``: A[t, p] over the queries, the weight on the matching key itself;
 * ``value``: A[t, p + 1] over the queries, the weight on the value to copy (the recall target);
 * ``self``: A[t, t] over the queries, the weight the query keeps on itself;
-* ``previous_token``: A[t, t − 1] over every position t ≥ 1 of the sequences (the first step of the mechanism).
+* ``previous_token``: A[t, t − 1] over every position t ≥ 1 of the sequences (the first step of the mechanism);
+* ``value_to_key``: A[p + 1, p] over the pairs, the weight each value puts on its own key: that first step where
+  recall needs it (a head may move keys forward there and nowhere else, which ``previous_token`` dilutes).
 
 Why these: with Q = K (MSSA) a query scores the matching key k_i as it scores itself (the same token), so ``key``
 is easy to reach, while p + 1 holds an unrelated token v_i whose score is bounded by the self-score; reaching
@@ -30,7 +32,7 @@ from aot.errors import AotError
 from aot.nn.hooks import HookedModule
 
 #: the per-head scores, in the order they are reported
-SCORES = ("key", "value", "self", "previous_token")
+SCORES = ("key", "value", "self", "previous_token", "value_to_key")
 
 
 def pattern_names(model: HookedModule) -> list[str] | None:
@@ -65,26 +67,30 @@ def answer_positions(
 def score_sums(
     pattern: torch.Tensor, tokens: torch.Tensor, targets: torch.Tensor, n_pairs: int
 ) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
-    """The sums over the queries (``key``, ``value``, ``self``) and over the positions t ≥ 1 (``previous_token``)
-    of every head's weights, (H,) each, and how many terms each sum has: patterns (B, H, T, T)."""
+    """The sums over the queries (``key``, ``value``, ``self``), over the positions t ≥ 1 (``previous_token``) and
+    over the pairs' values (``value_to_key``) of every head's weights, (H,) each, and how many terms each sum has:
+    patterns (B, H, T, T)."""
     rows, at, p = answer_positions(tokens.to(pattern.device), targets.to(pattern.device), n_pairs)
     per_query = pattern[rows, :, at]  # (Q, H, T): each query's row of every head
     t = torch.arange(1, pattern.shape[-1], device=pattern.device)
+    values = torch.arange(1, 2 * n_pairs, 2, device=pattern.device)  # the pairs' values; their keys one before
     q = torch.arange(len(p), device=pattern.device)
     sums = {
         "key": per_query[q, :, p].sum(0),
         "value": per_query[q, :, p + 1].sum(0),
         "self": per_query[q, :, at].sum(0),
         "previous_token": pattern[:, :, t, t - 1].sum(dim=(0, 2)),
+        "value_to_key": pattern[:, :, values, values - 1].sum(dim=(0, 2)),
     }
     counts = {"key": len(p), "value": len(p), "self": len(p), "previous_token": pattern.shape[0] * len(t)}
+    counts["value_to_key"] = pattern.shape[0] * n_pairs
     return sums, counts
 
 
 def recall_attention_scores(
     pattern: torch.Tensor, tokens: torch.Tensor, targets: torch.Tensor, n_pairs: int
 ) -> dict[str, torch.Tensor]:
-    """The four scores (see the module docstring) of every head: attention patterns (B, H, T, T) of the MQAR
+    """The five scores (see the module docstring) of every head: attention patterns (B, H, T, T) of the MQAR
     sequences ``tokens`` / ``targets`` (B, T) with ``n_pairs`` pairs → (H,) each."""
     sums, counts = score_sums(pattern, tokens, targets, n_pairs)
     return {name: sums[name] / counts[name] for name in SCORES}
@@ -94,7 +100,7 @@ def recall_attention_scores(
 def recall_head_scores(
     model: HookedModule, tokens: torch.Tensor, targets: torch.Tensor, n_pairs: int, batch_size: int = 64
 ) -> dict[str, torch.Tensor | None]:
-    """The four scores of every head of ``model`` on MQAR sequences (N, T), read from ``blocks.{l}.attn.hook_pattern``
+    """The five scores of every head of ``model`` on MQAR sequences (N, T), read from ``blocks.{l}.attn.hook_pattern``
     of ``model(tokens)`` in batches of ``batch_size``: (L, H) float64 each, means over all the queries (and positions)
     of the sequences; ``None`` each for a model whose blocks have no attention pattern."""
     names = pattern_names(model)
