@@ -471,7 +471,7 @@ def render() -> int:
     code = aot(plan.steps[0].options(HERE))
     if code == 0:
         fit = json.loads((HERE / "fit" / "results.json").read_text())
-        block = readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), matched_table(rows))
+        block = readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), matched_block(rows))
         for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
             write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
             print(f"Wrote the scaling:summary block of {readme}")
@@ -539,7 +539,7 @@ MATCHED_INTRO = (
 )
 
 
-def matched_table(rows: list[dict[str, Any]]) -> str:
+def matched_block(rows: list[dict[str, Any]]) -> str:
     """:func:`aot.sweep.scaling.matched.matched_markdown` of the study's main runs and branches against GPT-2."""
     runs = [
         ScalingRun(r["family"], r["non_embedding_params"], r["tokens"], r["val_loss"], seed=r["seed"])
@@ -555,7 +555,7 @@ def readme_summary(
 ) -> str:
     """The <!-- scaling:summary --> block of the READMEs: the fitted exponents, the frontier gap at the largest run,
     the laws read at the paper's sizes beside the paper's gaps, ``matched`` (the law-free gaps at matched size and
-    budget, :func:`matched_table`) and the WSD-against-cosine verdict, all from fit/results.json and results.json
+    budget, :func:`matched_block`) and the WSD-against-cosine verdict, all from fit/results.json and results.json
     (nothing typed by hand)."""
     from aot.report.parts.scaling import point_rows
 

@@ -81,7 +81,7 @@ def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
     fit = json.loads((part_dir / "fit" / "results.json").read_text())
     results = json.loads((part_dir / "results.json").read_text())
     tables = [b for b in scaling.render(results, part_dir) if isinstance(b, Table)]
-    laws, gaps, points = tables
+    laws, gaps, points, matched = tables
     row = dict(zip(laws.header, laws.rows[1]))
     assert row["family"] == "aot-mssa" and row["α [95 %]"] == with_interval(fit["families"]["aot-mssa"]["law"]["alpha"])
     assert len(gaps.rows) == 3 and gaps.rows[1][:3] == [
@@ -95,6 +95,15 @@ def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
     assert base["paper: gap"] == f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} %"
     assert base["gap to GPT-2 [95 %]"] == with_interval(fit["points"][1]["gap"], "+.1f", 100, " %")
     assert set(results["figures"]) == {"fit/frontier.png", "fit/gap.png"}
+    # the law-free gaps at matched size and budget: every aot-mssa run against the gpt2 run of its (N, D)
+    loss = {
+        (r["family"], r["non_embedding_params"], r["tokens"]): r["val_loss"]
+        for r in json.loads(RUNS.read_text())["runs"]
+    }
+    assert matched.header[:3] == ["family", "N", "gpt2 read at"] and len(matched.rows) == 4
+    first = dict(zip(matched.header, matched.rows[0]))
+    gap = loss[("aot-mssa", 300000, 2000000)] / loss[("gpt2", 300000, 2000000)] - 1
+    assert first["N"] == "0.30 M" and first["2 M tokens"] == f"{100 * gap:+.1f} %"
 
 
 def test_the_section_shows_the_wsd_against_cosine_check_when_the_study_has_one(part_dir):

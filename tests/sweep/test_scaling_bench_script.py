@@ -173,7 +173,7 @@ def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_res
     assert (here / "schedule.md").read_text().endswith(schedule_markdown(check))
     assert (here.parents[1] / "benchmarks" / "lm" / "token_shift.md").read_text() == study.remedy_markdown(rows)
     plan = scaling.plan(Context(preset="full", part_dir=here, data={"scaling-runs": str(study.RESULTS)}))
-    block = study.readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), study.matched_table(rows))
+    block = study.readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), study.matched_block(rows))
     for readme in (here / "README.md", here.parents[1] / "README.md"):
         text = readme.read_text()
         assert replace_marked_block(text, "scaling:summary", block, readme.name) == text, readme

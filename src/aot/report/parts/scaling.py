@@ -31,6 +31,7 @@ from aot.report.part import (
     read_step_results,
 )
 from aot.sweep.scaling import ScalingRun, read_scaling_runs
+from aot.sweep.scaling.matched import matched_gaps, matched_table
 from aot.sweep.scaling.render import GAP_HEADER, LAW_HEADER, gap_rows, law_rows, with_interval
 from aot.sweep.scaling.schedule_check import SCHEDULE_HEADER, schedule_pairs, schedule_rows, schedule_summary, verdict
 from aot.sweep.scaling.study import FitSettings, check_family
@@ -149,6 +150,16 @@ def schedule_check(path: Path) -> dict[str, Any] | None:
     return schedule_summary(schedule_pairs(rows), rows)
 
 
+def matched(path: Path, reference: str | None) -> dict[str, Any] | None:
+    """The law-free gaps to ``reference`` at matched size and budget (:mod:`aot.sweep.scaling.matched`) of every
+    family of the study's runs, fitted or not, as a table (header, rows); None without a reference."""
+    if reference is None:
+        return None
+    gaps = matched_gaps(read_runs(path), reference)
+    header, rows = matched_table(gaps, reference)
+    return {"header": header, "rows": rows}
+
+
 def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
     fit = read_step_results(part_dir, plan, "fit")
     keep = ("source", "reference", "level", "settings", "families", "points", "gap", "machine")
@@ -158,6 +169,7 @@ def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
         "runs": len(fit["runs"]),
         "waiting": plan.settings.get("waiting", []),
         "schedule_check": schedule_check(Path(plan.settings["runs"])),
+        "matched": matched(Path(plan.settings["runs"]), fit.get("reference")),
         "figures": existing_figures(
             part_dir,
             {
@@ -216,6 +228,17 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
                 "budget, beside the paper's gaps to GPT-2 Base: an extrapolation far beyond the runs",
                 ["paper's model", "family", "N", "D", "predicted loss [95 %]", "gap to GPT-2 [95 %]", "paper: gap"],
                 point_rows(results),
+            )
+        )
+    table = results.get("matched")
+    if table and table["rows"]:
+        blocks.append(
+            Table(
+                "The gap to GPT-2 at matched size and budget, read off the runs without a law: each family's runs "
+                "against GPT-2's at the same budget, interpolated in log N and log L between the two GPT-2 sizes "
+                "around N (never extrapolated); one seed unless a cell says",
+                table["header"],
+                table["rows"],
             )
         )
     check = results.get("schedule_check")

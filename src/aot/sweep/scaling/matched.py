@@ -82,29 +82,37 @@ def matched_gaps(runs: Sequence[ScalingRun], reference: str, tolerance: float = 
     return out
 
 
-def matched_markdown(gaps: Sequence[MatchedGap], reference: str, labels: Mapping[str, str] | None = None) -> str:
-    """A table of the matched gaps: one row per family and size, one column per budget (``labels``: how a family
-    or the reference is named, default its name); a cell says the seeds behind it when either side has more than
-    one."""
+def matched_table(
+    gaps: Sequence[MatchedGap], reference: str, labels: Mapping[str, str] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the matched gaps: one row per family and size, one column per budget (``labels``: how
+    a family or the reference is named, default its name); a cell says the seeds behind it when either side has
+    more than one."""
     labels = labels or {}
-    name = labels.get(reference, reference)
-    if not gaps:
-        return f"No size of another family lies within {name}'s sizes at a common budget yet."
     budgets = sorted({g.tokens for g in gaps})
-    rows: dict[tuple[str, float], dict[float, MatchedGap]] = {}
+    cells_of: dict[tuple[str, float], dict[float, MatchedGap]] = {}
     for g in gaps:
-        rows.setdefault((g.family, g.params), {})[g.tokens] = g
-    head = f"| family | N | {name} read at | " + " | ".join(f"{d / 1e6:.0f} M tokens" for d in budgets) + " |"
-    lines = [head, "|---" * (3 + len(budgets)) + "|"]
-    for (family, n), cells in rows.items():
-        how = {g.reference_sizes for g in cells.values()}
+        cells_of.setdefault((g.family, g.params), {})[g.tokens] = g
+    header = ["family", "N", f"{labels.get(reference, reference)} read at"]
+    header += [f"{d / 1e6:.0f} M tokens" for d in budgets]
+    rows = []
+    for (family, n), cells in cells_of.items():
         read = "; ".join(
             " – ".join(f"{s / 1e6:.2f} M" for s in sizes) + (" (interpolated)" if len(sizes) == 2 else "")
-            for sizes in sorted(how)
+            for sizes in sorted({g.reference_sizes for g in cells.values()})
         )
-        shown = [_cell(cells.get(d)) for d in budgets]
-        lines.append(f"| {labels.get(family, family)} | {n / 1e6:.2f} M | {read} | " + " | ".join(shown) + " |")
-    return "\n".join(lines)
+        rows.append([labels.get(family, family), f"{n / 1e6:.2f} M", read, *(_cell(cells.get(d)) for d in budgets)])
+    return header, rows
+
+
+def matched_markdown(gaps: Sequence[MatchedGap], reference: str, labels: Mapping[str, str] | None = None) -> str:
+    """:func:`matched_table` as Markdown (a sentence when no gap is determined yet)."""
+    if not gaps:
+        name = (labels or {}).get(reference, reference)
+        return f"No size of another family lies within {name}'s sizes at a common budget yet."
+    header, rows = matched_table(gaps, reference, labels)
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
 
 
 def _cell(g: MatchedGap | None) -> str:
