@@ -90,6 +90,16 @@ def command(s: Summary, preset: str) -> str:
     return " ".join(parts)
 
 
+#: the overrides the layers × width column shows
+SHAPE = ("model.n_layer=", "model.n_embd=", "model.n_head=", "model.head_dim=")
+
+
+def recipe_text(s: Summary) -> str:
+    """A row's overrides other than its shape: the recipe (the init, shared with its GPT-2) and block options of
+    its own (a token shift)."""
+    return " ".join(o for o in s.get("extra") if not o.startswith(SHAPE))
+
+
 def shape(s: Summary) -> tuple[int, int]:
     """(layers, width) of a summary row's model, as its runs recorded them."""
     return s.get("n_layer"), s.get("n_embd")
@@ -125,7 +135,7 @@ def headline_rows(store: dict) -> list[dict]:
                 "name": NAMES.get(s.get("model"), s.get("model")),
                 "width": width,
                 "shape": f"{layers} × {width}" + "".join(f" (p = {p})" for p in head_dim),
-                "recipe": " ".join(reference.recipe(s.get("extra"))),
+                "recipe": recipe_text(s),
                 "gap": reference_gap(summary, s, reference),
                 "longer": more,
                 "longer_gap": reference_gap(summary, more, reference),
@@ -214,7 +224,7 @@ def full_split_markdown(store: dict) -> str:
             s.get("tokenizer"),
             NAMES.get(s.get("model"), s.get("model")),
             f"{layers} × {width}",
-            " ".join(reference.recipe(s.get("extra"))) or "—",
+            recipe_text(s) or "—",
             "—" if s.get("non_embedding_params") is None else f"{s.get('non_embedding_params') / 1e6:.3f} M",
             lr_text(s.lr),
             full_split_cell(s, None),
@@ -246,7 +256,7 @@ def along_rows(store: dict) -> list[dict]:
             {
                 "summary": s,
                 "shape": f"{layers} × {width}",
-                "recipe": " ".join(reference.recipe(s.get("extra"))) or "—",
+                "recipe": recipe_text(s) or "—",
                 "gaps": {t: (v - ref_at[t]) / ref_at[t] for t, v in zip(tokens, val, strict=True) if t in ref_at},
             }
         )

@@ -56,13 +56,14 @@ ALL_MODELS = [*MODELS, "aot-mssa-tied-l-cpu", "llama-l-cpu", "crate-alpha-l-cpu"
 TOKENIZERS = ["bytes", "bpe-4096"]
 PRESET = "cpu-bench"
 #: how a gap is read: against GPT-2 trained on the same footing (tokenizer, positions, budget), with the contender's
-#: recipe overrides but its own shape, in the contender's tag first, at GPT-2's best lr
+#: recipe overrides but its own shape and block options (a token shift), in the contender's tag first, at GPT-2's
+#: best lr
 REFERENCE = Reference(
     field="model",
     value="gpt2-cpu",
     match=("tokenizer", "position", "tokens"),
     overrides="extra",
-    own=("model.n_layer=", "model.n_embd=", "model.n_head=", "model.head_dim="),
+    own=("model.n_layer=", "model.n_embd=", "model.n_head=", "model.head_dim=", "model.token_shift="),
     prefer=("tag",),
 )
 #: how results.json is read (written into it, so headline.py and the report read it the same way): a config is

@@ -410,6 +410,8 @@ def test_the_full_split_column_is_each_row_retrained_at_its_best_lr_against_gpt2
             r("gpt2-cpu", 1.85, tag="full-split", se=0.004),
             r("aot-mssa-l-cpu", 2.035, tag="full-split", se=0.005),
             r("aot-mhsa-l-cpu", 1.95, tag="full-split", lr=3e-3, se=0.005),  # not MHSA's best lr (1e-3)
+            r("gpt2-cpu", 1.90, tag="full-split", se=0.004, extra=()),  # default init: not the contenders' GPT-2
+            r("aot-mssa-l-cpu", 1.961, tag="full-split", se=0.005, extra=(*init, "model.token_shift=channel")),
         ],
     }
     rows = {x["summary"].get("model"): x for x in headline.headline_rows(store)}
@@ -419,7 +421,9 @@ def test_the_full_split_column_is_each_row_retrained_at_its_best_lr_against_gpt2
     assert "| 2.035 ± 0.005 (1 seed), +10.0 % |" in line
     assert "| +0.600 | — | — |" in next(x for x in headline.markdown(store).splitlines() if "| AoT-MHSA" in x)
     full = headline.full_split_markdown(store).splitlines()  # the tag on its own, MHSA at 3e-3 included
-    assert len(full) == 2 + 3 and "| 3e-3 | 2.035 ± 0.005 (1 seed) | +10.0 % |" in full[4]
+    assert len(full) == 2 + 5 and "| 3e-3 | 2.035 ± 0.005 (1 seed) | +10.0 % |" in full[5]
+    # a block option of the contender's own (a token shift) is not GPT-2's recipe: its GPT-2 is the init-0.05 one
+    assert "| model.init_std=0.05 model.token_shift=channel |" in full[6] and full[6].endswith("| +6.0 % |")
 
 
 def test_rescore_scores_a_run_as_its_own_final_evaluation_did_and_finds_the_run_it_retrained(bench, tmp_path):
