@@ -319,3 +319,27 @@ def test_without_bootstrap_there_are_values_and_no_intervals(tmp_path):
     assert law["value"] == pytest.approx(TRUE.alpha, rel=1e-3) and law["low"] is None and law["high"] is None
     frontier = results["frontier"]["families"]["b"]["loss"]
     assert len(frontier["value"]) == len(frontier["low"]) and set(frontier["low"]) == {None}
+
+
+def test_an_end_point_whose_a_overflows_a_float_is_dropped_not_raised(monkeypatch):
+    """Where the runs do not pin α down, L-BFGS can end at a finite objective with log A past a float's range
+    (it did on the study's two-size AoT-MSSA, in a bootstrap refit: math.exp overflowed); that start is dropped
+    like one that left the finite numbers, and the fit keeps the best representable one."""
+    import aot.sweep.scaling.law as law_module
+
+    obs = observations(synthetic())
+    real = law_module.lbfgs
+    calls = []
+
+    def lbfgs(theta, obs, weights=None, max_iter=500):  # type: ignore[no-untyped-def]
+        calls.append(theta)
+        if len(calls) == 1:  # the best objective of all, at a = 800: e^800 is no float
+            return torch.tensor([800.0, 6.0, 0.5, 60.0, 0.3], dtype=torch.float64), 0.0
+        return real(theta, obs, weights, max_iter)
+
+    monkeypatch.setattr(law_module, "lbfgs", lbfgs)
+    fit = fit_law(obs, starts=3)
+    assert len(calls) == 3 and math.isfinite(fit.law.A)
+    assert fit.law.alpha == pytest.approx(TRUE.alpha, rel=0.05)
+    assert not law_module.representable(torch.tensor([800.0, 6.0, 0.5, 60.0, 0.3]))
+    assert law_module.representable(torch.tensor([700.0, 6.0, 0.5, 60.0, 0.3]))

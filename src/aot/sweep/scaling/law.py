@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -154,6 +155,17 @@ def lbfgs(
     return end, value if math.isfinite(value) and bool(torch.isfinite(end).all()) else math.inf
 
 
+#: the largest log A, log B or log E a law can hold: exp of more overflows a float (log of its largest, ≈ 709.8)
+LOG_LIMIT = math.log(sys.float_info.max)
+
+
+def representable(theta: torch.Tensor) -> bool:
+    """Whether a fit's end point (a, b, e, α, β) is a law of floats: A = e^a, B = e^b and E = e^e finite. Where the
+    runs do not determine α (one or two sizes) L-BFGS can run off along a ≈ α · log N to a point whose objective is
+    finite but whose A is not; that start is dropped, as one that left the finite numbers is."""
+    return bool(torch.isfinite(theta).all()) and float(theta[:3].abs().max()) < LOG_LIMIT
+
+
 def fit_law(
     obs: Observations,
     weights: torch.Tensor | None = None,
@@ -169,7 +181,7 @@ def fit_law(
     with torch.no_grad():
         before = objective(points, obs, weights)
     ends = [lbfgs(p, obs, weights) for p, v in zip(points, before) if torch.isfinite(v)]
-    finite = [(theta, value) for theta, value in ends if math.isfinite(value)]
+    finite = [(theta, value) for theta, value in ends if math.isfinite(value) and representable(theta)]
     if not finite:
         raise AotError("the scaling-law fit found no finite minimum from any start; are the losses positive numbers?")
     theta, best = min(finite, key=lambda tv: tv[1])
