@@ -113,20 +113,28 @@ def reference_gap(summary: list[Summary], s: Summary | None, reference: Referenc
     return None if ref is None else gap(s.mean, ref.mean)
 
 
+def config_key(s: Summary) -> tuple[str, str, tuple[str, ...]]:
+    """What a headline row and its retrainings in other tags share: tokenizer, model and overrides."""
+    return s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))
+
+
+def in_tag(summary: list[Summary], tag: str) -> dict[tuple[str, str, tuple[str, ...]], Summary]:
+    """The summary rows of ``tag``, by :func:`config_key`."""
+    return {config_key(s): s for s in summary if s.get("tag") == tag}
+
+
 def headline_rows(store: dict) -> list[dict]:
     """One dict per headline row, in table order: the summary row and what the table shows of it."""
     spec, reference = read_spec(store)
     summary = spec.summaries(store["runs"])
-    longer = {(s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))): s for s in summary if s.get("tag") == LONGER}
-    full = {(s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))): s for s in summary if s.get("tag") == FULL}
+    longer, full = in_tag(summary, LONGER), in_tag(summary, FULL)
     rows = []
     for s in summary:
         if s.get("tag") not in TAGS or s.get("position") != "rope":
             continue
         layers, width = shape(s)
         head_dim = [o.split("=", 1)[1] for o in s.get("extra") if o.startswith("model.head_dim=")]
-        more = longer.get((s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))))
-        rescored = full.get((s.get("tokenizer"), s.get("model"), tuple(s.get("extra"))))
+        more, rescored = longer.get(config_key(s)), full.get(config_key(s))
         if rescored is not None and rescored.lr != s.lr:
             rescored = None  # retrained at another lr: not this row re-scored
         rows.append(

@@ -25,6 +25,7 @@ from aot.loader import load_run
 from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info
 from aot.sweep import read_store
+from aot.sweep.render import table
 
 HERE = Path(__file__).resolve().parent
 FULL = "full-split"
@@ -51,25 +52,36 @@ def original(store: dict, row: dict) -> dict | None:
     """The row of an earlier tag with the same tokenizer, model, overrides, lr and seed (the run retrained here)."""
     for other in store["runs"]:
         same = all(other[k] == row[k] for k in ("tokenizer", "model", "extra", "lr", "seed", "tokens", "position"))
-        if same and other["tag"] != FULL and other["tag"] in ("rope", "rope-wide", "tied-recipe"):
+        if same and other["tag"] in ("rope", "rope-wide", "tied-recipe"):  # headline.py's TAGS
             return other
     return None
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| tokenizer | model | layers × width | overrides | seed | 128 windows | full split ± SE | full − 128 | "
-        "recorded 128 windows (original run) |",
-        "|---" * 9 + "|",
+HEADER = ["tokenizer", "model", "layers × width", "overrides", "seed", "128 windows", "full split ± SE", "full − 128",
+          "recorded 128 windows (original run)"]  # fmt: skip
+
+
+def cells(r: dict[str, Any]) -> list[Any]:
+    """A rescore row's cells, in HEADER's order."""
+    recorded = "—" if r["original_val_loss"] is None else f"{r['original_val_loss']:.4f} ({r['original_tag']})"
+    full = f"{r['full_val_loss']:.4f} ± {r['full_val_loss_se']:.4f}"
+    shape = f"{r['n_layer']} × {r['n_embd']}"
+    sampled, difference = f"{r['sampled_val_loss']:.4f}", f"{r['full_val_loss'] - r['sampled_val_loss']:+.4f}"
+    return [
+        r["tokenizer"],
+        r["model"],
+        shape,
+        " ".join(r["extra"]) or "—",
+        r["seed"],
+        sampled,
+        full,
+        difference,
+        recorded,
     ]
-    for r in rows:
-        recorded = "—" if r["original_val_loss"] is None else f"{r['original_val_loss']:.4f} ({r['original_tag']})"
-        lines.append(
-            f"| {r['tokenizer']} | {r['model']} | {r['n_layer']} × {r['n_embd']} | {' '.join(r['extra']) or '—'} | "
-            f"{r['seed']} | {r['sampled_val_loss']:.4f} | {r['full_val_loss']:.4f} ± {r['full_val_loss_se']:.4f} | "
-            f"{r['full_val_loss'] - r['sampled_val_loss']:+.4f} | {recorded} |"
-        )
-    return "\n".join(lines) + "\n"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(table(HEADER, [cells(r) for r in rows])) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

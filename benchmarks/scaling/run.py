@@ -174,10 +174,8 @@ def sweep_jobs(rows: list[dict[str, Any]]) -> list[Job]:
             width = family.widths[size]
             for lr in sweep_lrs(rows, family.name, size):
                 folder = RUNS / "sweep" / f"{family.name}-d{width}-lr{lr:g}"
-                argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(SWEEP_STEPS, lr, 0))]
-                jobs.append(
-                    Job("sweep", family.name, size, width, SWEEP_STEPS, lr, 0, folder, [*argv, "--out", str(folder)])
-                )
+                argv = scratch_argv(family, width, SWEEP_STEPS, lr, 0, folder)
+                jobs.append(Job("sweep", family.name, size, width, SWEEP_STEPS, lr, 0, folder, argv))
     return sorted(jobs, key=lambda j: j.size)  # the cheap smallest size of every family first
 
 
@@ -188,6 +186,16 @@ def base_argv(family: Family) -> list[str]:
 
 def sets(items: list[str]) -> list[str]:
     return [a for item in items for a in ("--set", item)]
+
+
+def scratch_argv(
+    family: Family, width: int, steps: int, lr: float, seed: int, folder: Path, schedule: str = "wsd",
+    model: Sequence[str] = (), train: Sequence[str] = (),
+) -> list[str]:  # fmt: skip
+    """`aot train lm` of ``family`` at ``width`` from scratch: its shape (and ``model`` overrides), the study's
+    recipe for ``steps`` at ``lr`` and ``seed`` (and ``train`` overrides), into ``folder``."""
+    items = [*model_sets(family, width), *model, *common_sets(steps, lr, seed, schedule), *train]
+    return [*base_argv(family), *sets(items), "--out", str(folder)]
 
 
 def swept_lr(rows: list[dict[str, Any]], family: str, size: int) -> float | None:
@@ -265,10 +273,8 @@ def cosine_jobs(rows: list[dict[str, Any]]) -> list[Job]:
         for seed in (0, 1):
             for steps in (500, 1000):
                 folder = RUNS / "cosine" / f"{family.name}-d{width}-s{seed}-{steps}"
-                argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(steps, lr, seed, "cosine"))]
-                jobs.append(
-                    Job("cosine", family.name, size, width, steps, lr, seed, folder, [*argv, "--out", str(folder)])
-                )
+                argv = scratch_argv(family, width, steps, lr, seed, folder, "cosine")
+                jobs.append(Job("cosine", family.name, size, width, steps, lr, seed, folder, argv))
     return jobs
 
 
@@ -288,8 +294,7 @@ def remedy_jobs(rows: list[dict[str, Any]]) -> list[Job]:
             continue
         width = family.widths[size]
         folder = RUNS / "remedy" / f"{family.name}-shift-{shift}-d{width}-s{seed}-{SWEEP_STEPS}"
-        model = [*model_sets(family, width), f"model.token_shift={shift}"]
-        argv = [*base_argv(family), *sets(model + common_sets(SWEEP_STEPS, lr, seed)), "--out", str(folder)]
+        argv = scratch_argv(family, width, SWEEP_STEPS, lr, seed, folder, model=[f"model.token_shift={shift}"])
         jobs.append(Job("remedy", family.name, size, width, SWEEP_STEPS, lr, seed, folder, argv, token_shift=shift))
     return jobs
 
@@ -309,8 +314,9 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
                 name = f"{family.name}-d{width}-s{seed}"
                 parent = RUNS / "main" / f"{name}-{steps[-1]}"
                 keep = ",".join(str(stable_checkpoint(s)) for s in steps[:-1])
-                argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(steps[-1], lr, seed)),
-                        "--set", f"train.keep_checkpoints=[{keep}]", "--out", str(parent)]  # fmt: skip
+                argv = scratch_argv(
+                    family, width, steps[-1], lr, seed, parent, train=[f"train.keep_checkpoints=[{keep}]"]
+                )
                 jobs.append(Job("main", family.name, size, width, steps[-1], lr, seed, parent, argv))
                 for short in steps[:-1]:
                     folder = RUNS / "main" / f"{name}-{short}"
@@ -319,8 +325,7 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
                         # the parent landed but its folder is gone (a fresh machine: runs/ is not in git): the
                         # from-scratch run of this budget is the same run (tests/train/test_wsd_branch.py), at 5x a
                         # branch's cost, not the parent's full retraining
-                        argv = [*base_argv(family), *sets(model_sets(family, width) + common_sets(short, lr, seed)),
-                                "--out", str(folder)]  # fmt: skip
+                        argv = scratch_argv(family, width, short, lr, seed, folder)
                         jobs.append(Job("branch", family.name, size, width, short, lr, seed, folder, argv))
                         continue
                     argv = ["train", "lm", "--branch-from", str(kept), "--set", f"train.steps={short}",

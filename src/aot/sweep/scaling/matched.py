@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from aot.sweep.render import table
 from aot.sweep.scaling.runs import ScalingRun
 
 TOLERANCE = 0.05  # sizes within 5 % count as the same N (0.2998 M and 0.3000 M non-embedding parameters)
@@ -110,9 +111,7 @@ def matched_markdown(gaps: Sequence[MatchedGap], reference: str, labels: Mapping
     if not gaps:
         name = (labels or {}).get(reference, reference)
         return f"No size of another family lies within {name}'s sizes at a common budget yet."
-    header, rows = matched_table(gaps, reference, labels)
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
+    return "\n".join(table(*matched_table(gaps, reference, labels)))
 
 
 def _cell(g: MatchedGap | None) -> str:
