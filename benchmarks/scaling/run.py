@@ -50,6 +50,7 @@ from aot.config import ModelConfig
 from aot.run_folder import folder_busy, read_results, write_text_atomic
 from aot.runinfo import machine_info, replace_marked_block
 from aot.sweep.render import table
+from aot.sweep.scaling.holdout import hold_out_largest, hold_out_markdown
 from aot.sweep.scaling.matched import matched_gaps, matched_markdown
 from aot.sweep.scaling.render import with_interval
 from aot.sweep.scaling.runs import ScalingRun
@@ -453,8 +454,9 @@ def run_job(job: Job) -> bool:
 
 
 def render() -> int:
-    """schedule.md (the WSD-against-cosine check) and fit/ (``aot scaling fit`` of the study's main and branch rows,
-    the families whose runs determine a law, read at the paper's sizes: the ``scaling`` part of `aot reproduce`)."""
+    """schedule.md (the WSD-against-cosine check), fit/ (``aot scaling fit`` of the study's main and branch rows,
+    the families whose runs determine a law, read at the paper's sizes: the ``scaling`` part of `aot reproduce`) and
+    fit-shared-e/ (the same with one E for every family)."""
     from aot.cli import main as aot
     from aot.report.part import Context
     from aot.report.parts import scaling
@@ -472,15 +474,20 @@ def render() -> int:
     if plan.missing:
         print("not fitted: " + "; ".join(plan.missing))
         return 0
-    print("aot " + " ".join(plan.steps[0].options(HERE)), flush=True)
-    code = aot(plan.steps[0].options(HERE))
-    if code == 0:
-        fit = json.loads((HERE / "fit" / "results.json").read_text())
-        block = readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), matched_block(rows))
-        for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
-            write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
-            print(f"Wrote the scaling:summary block of {readme}")
-    return code
+    for step in plan.steps:  # fit/, then fit-shared-e/ (one E for every family)
+        print("aot " + " ".join(step.options(HERE)), flush=True)
+        code = aot(step.options(HERE))
+        if code != 0:
+            return code
+    fit = json.loads((HERE / "fit" / "results.json").read_text())
+    shared = HERE / scaling.SHARED_STEP / "results.json"
+    shared_fit = json.loads(shared.read_text()) if shared.is_file() else None
+    waiting = plan.settings.get("waiting", [])
+    block = readme_summary(fit, check, len(rows), waiting, matched_block(rows), shared_fit, holdout_block(rows))
+    for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
+        write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
+        print(f"Wrote the scaling:summary block of {readme}")
+    return 0
 
 
 def remedy_markdown(rows: list[dict[str, Any]]) -> str:
@@ -544,19 +551,44 @@ MATCHED_INTRO = (
 )
 
 
-def matched_block(rows: list[dict[str, Any]]) -> str:
-    """:func:`aot.sweep.scaling.matched.matched_markdown` of the study's main runs and branches against GPT-2."""
-    runs = [
+def study_runs(rows: list[dict[str, Any]]) -> list[ScalingRun]:
+    """The study's main runs and branches (what the laws are fitted to) as scaling runs of their val loss."""
+    return [
         ScalingRun(r["family"], r["non_embedding_params"], r["tokens"], r["val_loss"], seed=r["seed"])
         for r in rows
         if r["kind"] in ("main", "branch")
     ]
-    labels = {name: family.label for name, family in FAMILIES.items()}
-    return matched_markdown(matched_gaps(runs, "gpt2"), "gpt2", labels)
+
+
+LABELS = {name: family.label for name, family in FAMILIES.items()}
+
+
+def matched_block(rows: list[dict[str, Any]]) -> str:
+    """:func:`aot.sweep.scaling.matched.matched_markdown` of the study's main runs and branches against GPT-2."""
+    return matched_markdown(matched_gaps(study_runs(rows), "gpt2"), "gpt2", LABELS)
+
+
+HOLDOUT_INTRO = (
+    "How far the laws carry, checked on the runs: each family's law fitted without its largest size (the fit's "
+    "32 starts, no bootstrap), read at that size's runs (`aot.sweep.scaling.holdout`; error: predicted / measured − 1):"
+)
+
+
+def holdout_block(rows: list[dict[str, Any]]) -> str:
+    """:func:`aot.sweep.scaling.holdout.hold_out_markdown` of the study's main runs and branches ("" where no
+    family has three sizes)."""
+    held = hold_out_largest(study_runs(rows))
+    return hold_out_markdown(held, LABELS) if held else ""
 
 
 def readme_summary(
-    fit: dict[str, Any], check: dict[str, Any], recorded: int, waiting: Sequence[str] = (), matched: str = ""
+    fit: dict[str, Any],
+    check: dict[str, Any],
+    recorded: int,
+    waiting: Sequence[str] = (),
+    matched: str = "",
+    shared: dict[str, Any] | None = None,
+    held_out: str = "",
 ) -> str:
     """The <!-- scaling:summary --> block of the READMEs: the fitted exponents, the frontier gap at the largest run,
     the laws read at the paper's sizes beside the paper's gaps, ``matched`` (the law-free gaps at matched size and
@@ -595,12 +627,36 @@ def readme_summary(
         header = ["paper's model", "family", "N", "D", "predicted loss [95 %]", "predicted gap [95 %]", "paper: gap"]
         lines += ["", "Read at the paper's sizes and budget (far beyond the runs: read the intervals):", ""]
         lines += table(header, point_rows(fit))
+    if shared:
+        lines += ["", shared_summary(shared)]
+    if held_out:
+        lines += ["", HOLDOUT_INTRO, "", held_out]
     if waiting:
         lines += ["", "Not fitted yet (too few finished sizes or budgets): " + "; ".join(waiting) + "."]
     if matched:
         lines += ["", MATCHED_INTRO, "", matched]
     lines += ["", verdict(check)]
     return "\n".join(lines)
+
+
+def shared_summary(shared: dict[str, Any]) -> str:
+    """A paragraph of fit-shared-e/results.json: the one E, each family's α, and the gaps read at the paper's sizes."""
+    families = shared["families"]
+    e = with_interval(next(iter(families.values()))["law"]["E"])
+    alphas = ", ".join(
+        f"{FAMILIES[name].label if name in FAMILIES else name} {with_interval(fam['law']['alpha'])}"
+        for name, fam in families.items()
+    )
+    gaps = "; ".join(
+        f"{p['family']} at {p['params']:.3g}: {with_interval(p['gap'], '+.1f', 100, ' %')}"
+        for p in shared["points"]
+        if p["gap"] is not None
+    )
+    return (
+        f"With one E for every family (benchmarks/scaling/fit-shared-e/table.md, `aot scaling fit --shared-e`: E "
+        f"belongs to the corpus, not the model): E = {e}; α: {alphas}"
+        + (f"; the gaps read at the paper's sizes: {gaps}." if gaps else ".")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,10 +69,14 @@ def test_the_plan_fits_the_ready_families_and_reads_them_at_the_papers_sizes(tmp
 
 @pytest.fixture(scope="module")
 def part_dir(tmp_path_factory):  # type: ignore[no-untyped-def]
-    """The part's one step at the tiny preset on the synthetic runs, run in this process (a few seconds)."""
+    """The part's two steps (the fit, the shared-E fit) at the tiny preset on the synthetic runs, run in this
+    process (several seconds)."""
     folder = tmp_path_factory.mktemp("report") / "scaling"
     plan = scaling.plan(Context(preset="tiny", part_dir=folder, data={"scaling-runs": str(RUNS)}))
-    assert main(plan.steps[0].options(folder)) == 0
+    assert [step.name for step in plan.steps] == ["fit", "fit-shared-e"]
+    assert plan.steps[1].argv == [*plan.steps[0].argv, "--shared-e"]
+    for step in plan.steps:
+        assert main(step.options(folder)) == 0
     (folder / "results.json").write_text(json.dumps(scaling.collect(folder, plan)))
     return folder
 
@@ -81,7 +85,14 @@ def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
     fit = json.loads((part_dir / "fit" / "results.json").read_text())
     results = json.loads((part_dir / "results.json").read_text())
     tables = [b for b in scaling.render(results, part_dir) if isinstance(b, Table)]
-    laws, gaps, points, matched = tables
+    laws, gaps, points, shared_laws, shared_points, held, matched = tables
+    # the hold-out check: the fixture's runs follow their law (0.3 % noise), so the largest size is predicted
+    assert [r[0] for r in held.rows] == ["gpt2"] * 3 + ["aot-mssa"] * 3 and {r[2] for r in held.rows} == {"20.00 M"}
+    assert all(abs(float(r[6].rstrip(" %"))) < 3 for r in held.rows)
+    shared = json.loads((part_dir / "fit-shared-e" / "results.json").read_text())
+    e_column = shared_laws.header.index("E [95 %]")
+    assert {r[e_column] for r in shared_laws.rows} == {with_interval(shared["families"]["gpt2"]["law"]["E"])}
+    assert shared_points.rows[1][5] == with_interval(shared["points"][1]["gap"], "+.1f", 100, " %")
     row = dict(zip(laws.header, laws.rows[1]))
     assert row["family"] == "aot-mssa" and row["α [95 %]"] == with_interval(fit["families"]["aot-mssa"]["law"]["alpha"])
     assert len(gaps.rows) == 3 and gaps.rows[1][:3] == [

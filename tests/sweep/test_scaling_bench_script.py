@@ -108,6 +108,15 @@ def test_the_readme_block_is_the_fits_numbers(study, tmp_path):
     assert with_interval(fit["points"][1]["gap"], "+.1f", 100, " %") in paper
     assert paper.endswith(f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} % |")
     assert lines[0].startswith("40 runs recorded") and "the check has not been made" in lines[-1]
+    assert not any("one E for every family" in line for line in lines)
+    assert main([*argv, "--boot-starts", "1", "--shared-e", "--out", str(tmp_path / "shared")]) == 0
+    shared = json.loads((tmp_path / "shared" / "results.json").read_text())
+    line = next(
+        x for x in study.readme_summary(fit, schedule_summary([], []), 40, shared=shared).splitlines() if "one E" in x
+    )
+    assert f"E = {with_interval(shared['families']['gpt2']['law']['E'])};" in line
+    assert f"AoT-MSSA, learned W_O {with_interval(shared['families']['aot-mssa']['law']['alpha'])}" in line
+    assert f"aot-mssa at 6.26e+07: {with_interval(shared['points'][1]['gap'], '+.1f', 100, ' %')}." in line
 
 
 def test_the_token_shift_runs_are_the_1m_token_run_of_aot_mssa_with_the_shift_and_their_table_quotes_the_rows(study):
@@ -168,12 +177,18 @@ def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_res
     here = SCRIPT.parent
     rows = study.read_rows()
     fit = json.loads((here / "fit" / "results.json").read_text())
-    assert fit["source"]["sha256"] == hashlib.sha256(study.RESULTS.read_bytes()).hexdigest()
+    shared = json.loads((here / "fit-shared-e" / "results.json").read_text())
+    for fitted in (fit, shared):
+        assert fitted["source"]["sha256"] == hashlib.sha256(study.RESULTS.read_bytes()).hexdigest()
+    assert shared["settings"]["shared_e"] is True and sorted(shared["families"]) == sorted(fit["families"])
     check = schedule_summary(schedule_pairs(rows), rows)
     assert (here / "schedule.md").read_text().endswith(schedule_markdown(check))
     assert (here.parents[1] / "benchmarks" / "lm" / "token_shift.md").read_text() == study.remedy_markdown(rows)
     plan = scaling.plan(Context(preset="full", part_dir=here, data={"scaling-runs": str(study.RESULTS)}))
-    block = study.readme_summary(fit, check, len(rows), plan.settings.get("waiting", []), study.matched_block(rows))
+    waiting = plan.settings.get("waiting", [])
+    held_out = study.holdout_block(rows)
+    assert "| AoT-MSSA, learned W_O |" in held_out
+    block = study.readme_summary(fit, check, len(rows), waiting, study.matched_block(rows), shared, held_out)
     for readme in (here / "README.md", here.parents[1] / "README.md"):
         text = readme.read_text()
         assert replace_marked_block(text, "scaling:summary", block, readme.name) == text, readme

@@ -15,7 +15,10 @@ DESCRIPTION = """\
 Fit L(N, D) = E + A / N^alpha + B / D^beta to each family of RESULTS as Hoffmann et al. 2022 (approach 3): the
 Huber loss (delta 1e-3) between log L and the law's log, L-BFGS from the --starts best points of the paper's grid
 of initialisations, the best minimum kept; then --bootstrap resamples of the runs (with replacement) refitted,
-for 95 % percentile intervals on every parameter and on what is read off the law.
+for 95 % percentile intervals on every parameter and on what is read off the law. With --shared-e every family
+has the same E (the loss at unlimited size and data belongs to the corpus, tokenizer and context): one joint fit,
+the bootstrap resampling runs within each family. Where a family's own E is not determined by its runs (E at 0,
+its size term then a pure power law), compare the two fits before reading an extrapolation.
 
 RESULTS: a JSON file {"runs": [...]} with one object per finished run: its family ("family", or the field
 --family names), "non_embedding_params" (N), "tokens" (D), the loss ("val_loss", or --loss), and optionally
@@ -77,6 +80,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                default=defaults.boot_starts)  # fmt: skip
     add_number(fit, "--seed", SEED_NUMBER, "the bootstrap's seed", default=defaults.seed)
     fit.add_argument(
+        "--shared-e",
+        action="store_true",
+        help="one E for every family, fitted jointly (E, the loss at infinite size and data, belongs to the corpus, "
+        "tokenizer and context, not to the model); each family keeps its A, alpha, B, beta",
+    )
+    fit.add_argument(
         "--out", metavar="DIR", default="runs/scaling-fit", help="output folder (default: runs/scaling-fit)"
     )
     fit.set_defaults(func=run_fit)
@@ -84,7 +93,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    settings = FitSettings(starts=args.starts, bootstrap=args.bootstrap, boot_starts=args.boot_starts, seed=args.seed)
+    settings = FitSettings(
+        starts=args.starts, bootstrap=args.bootstrap, boot_starts=args.boot_starts, seed=args.seed,
+        shared_e=args.shared_e,
+    )  # fmt: skip
     results = fit_runs_file(
         args.results,
         args.out,

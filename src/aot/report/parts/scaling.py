@@ -1,7 +1,8 @@
 """Part ``scaling``: does the gap to GPT-2 close with scale? The scaling laws of the recorded study
 (benchmarks/scaling/results.json, issue 27, or ``--data scaling-runs=FILE``) fitted with ``aot scaling fit``: (E, A,
 α, B, β) per family with bootstrap intervals, the compute frontiers, the gap to GPT-2 along compute, and the laws
-read at the paper's model sizes and token budget beside the paper's gaps.
+read at the paper's model sizes and token budget beside the paper's gaps; then the same fit with one E shared by
+every family (``--shared-e``: E belongs to the data), and the law-free gaps at matched size and budget.
 
 The part trains nothing: it fits the runs already recorded (the CPU-hours of ``benchmarks/scaling/run.py``), at
 every preset (the bootstrap grows with the preset). Without the file, or without enough finished GPT-2 runs, it
@@ -31,6 +32,7 @@ from aot.report.part import (
     read_step_results,
 )
 from aot.sweep.scaling import ScalingRun, read_scaling_runs
+from aot.sweep.scaling.holdout import hold_out_largest, hold_out_table
 from aot.sweep.scaling.matched import matched_gaps, matched_table
 from aot.sweep.scaling.render import GAP_HEADER, LAW_HEADER, gap_rows, law_rows, with_interval
 from aot.sweep.scaling.schedule_check import SCHEDULE_HEADER, schedule_pairs, schedule_rows, schedule_summary, verdict
@@ -47,6 +49,8 @@ PAPER_FAMILIES = {
     "AoT-MSSA-L Base": "aot-mssa",
     "AoT-MSSA-L Medium": "aot-mssa",
 }
+#: the step fitting every family with one E (:mod:`aot.sweep.scaling.shared`)
+SHARED_STEP = "fit-shared-e"
 SETTINGS = {
     "tiny": FitSettings(starts=2, bootstrap=4, boot_starts=1),
     "quick": FitSettings(starts=8, bootstrap=50, boot_starts=1),
@@ -138,7 +142,10 @@ def plan(ctx: Context) -> Plan:
             f"{path} cannot determine GPT-2's law yet ({'; '.join(waiting) or 'no gpt2 runs'}): finish the study "
             "(benchmarks/scaling/run.py)"
         )
-    return Plan([Step("fit", argv)], settings, missing=missing)
+    steps = [Step("fit", argv)]
+    if len(ready) > 1:  # one E for every family: the same fit for one family
+        steps.append(Step(SHARED_STEP, [*argv, "--shared-e"]))
+    return Plan(steps, settings, missing=missing)
 
 
 def schedule_check(path: Path) -> dict[str, Any] | None:
@@ -160,6 +167,21 @@ def matched(path: Path, reference: str | None) -> dict[str, Any] | None:
     return {"header": header, "rows": rows}
 
 
+def held_out(path: Path) -> dict[str, Any]:
+    """Each family's law fitted without its largest size, read at that size's runs
+    (:mod:`aot.sweep.scaling.holdout`), as a table (header, rows)."""
+    header, rows = hold_out_table(hold_out_largest(read_runs(path)))
+    return {"header": header, "rows": rows}
+
+
+def shared_e(part_dir: Path, plan: Plan) -> dict[str, Any] | None:
+    """The laws and points of the shared-E fit (None where the plan has no such step)."""
+    if not any(step.name == SHARED_STEP for step in plan.steps):
+        return None
+    fit = read_step_results(part_dir, plan, SHARED_STEP)
+    return {k: fit.get(k) for k in ("settings", "families", "points")}
+
+
 def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
     fit = read_step_results(part_dir, plan, "fit")
     keep = ("source", "reference", "level", "settings", "families", "points", "gap", "machine")
@@ -170,6 +192,8 @@ def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
         "waiting": plan.settings.get("waiting", []),
         "schedule_check": schedule_check(Path(plan.settings["runs"])),
         "matched": matched(Path(plan.settings["runs"]), fit.get("reference")),
+        "shared_e": shared_e(part_dir, plan),
+        "held_out": held_out(Path(plan.settings["runs"])),
         "figures": existing_figures(
             part_dir,
             {
@@ -228,6 +252,34 @@ def render(results: dict[str, Any], part_dir: Path) -> list[Block]:
                 "budget, beside the paper's gaps to GPT-2 Base: an extrapolation far beyond the runs",
                 ["paper's model", "family", "N", "D", "predicted loss [95 %]", "gap to GPT-2 [95 %]", "paper: gap"],
                 point_rows(results),
+            )
+        )
+    shared = results.get("shared_e")
+    if shared:
+        blocks.append(
+            Table(
+                "With one E shared by every family (fitted jointly: E is the loss at unlimited size and data, a "
+                "property of the corpus, tokenizer and context; each family keeps its A, α, B, β)",
+                LAW_HEADER,
+                law_rows(shared),
+            )
+        )
+        if shared["points"]:
+            blocks.append(
+                Table(
+                    "The shared-E laws read at the paper's sizes and budget",
+                    ["paper's model", "family", "N", "D", "predicted loss [95 %]", "gap to GPT-2 [95 %]", "paper: gap"],
+                    point_rows(shared),
+                )
+            )
+    held = results.get("held_out")
+    if held and held["rows"]:
+        blocks.append(
+            Table(
+                "How far a law carries, checked on the runs: each family's law fitted without its largest size, read "
+                "at that size's runs (error: predicted / measured − 1); the paper's sizes lie 30-300× further out",
+                held["header"],
+                held["rows"],
             )
         )
     table = results.get("matched")

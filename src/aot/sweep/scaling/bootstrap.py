@@ -44,6 +44,12 @@ def resample_weights(n: int, generator: torch.Generator) -> torch.Tensor:
     return torch.bincount(drawn, minlength=n).to(torch.float64)
 
 
+def determinable(obs: Observations, weights: torch.Tensor) -> bool:
+    """Whether the runs a resample drew (weight > 0) hold two sizes or more and two budgets or more."""
+    drawn = weights > 0
+    return len(set(obs.log_n[drawn].tolist())) >= 2 and len(set(obs.log_d[drawn].tolist())) >= 2
+
+
 def bootstrap_laws(obs: Observations, fit: LawFit, resamples: int, seed: int = 0, starts: int = 2) -> Bootstrap:
     """The law refitted on ``resamples`` resamples of the runs of ``obs`` (seeded: the same seed, the same
     intervals); ``fit`` is the full-data fit each refit starts from."""
@@ -51,8 +57,7 @@ def bootstrap_laws(obs: Observations, fit: LawFit, resamples: int, seed: int = 0
     laws, failed = [], 0
     for _ in range(resamples):
         weights = resample_weights(len(obs), generator)
-        drawn = weights > 0
-        if len(set(obs.log_n[drawn].tolist())) < 2 or len(set(obs.log_d[drawn].tolist())) < 2:
+        if not determinable(obs, weights):
             failed += 1
             continue
         laws.append(fit_law(obs, weights, starts=starts - 1, extra_starts=[fit.law.theta()]).law)

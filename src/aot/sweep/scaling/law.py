@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,19 +124,10 @@ def grid_starts(obs: Observations, weights: torch.Tensor | None, starts: int | N
     return grid[torch.argsort(values)[:starts]]
 
 
-def lbfgs(
-    theta: torch.Tensor, obs: Observations, weights: torch.Tensor | None = None, max_iter: int = 500
-) -> tuple[torch.Tensor, float]:
-    """A local minimum of :func:`objective` from ``theta`` (5 numbers) by ``torch.optim.LBFGS`` (strong-Wolfe line
-    search); returns it and its objective (infinite when the run left the finite numbers). L-BFGS moves
-    a − α·mean(log N) and b − β·mean(log D) instead of a and b: the same minima, but a and α no longer move
-    together along the data's long lever arm (log N ≈ 12-20), which cuts the iterations by a third."""
-    lever = torch.stack([obs.log_n.mean(), obs.log_d.mean()])
-
-    def raw(x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x[:2] + x[3:5] * lever, x[2:]])
-
-    x = torch.cat([theta[:2] - theta[3:5] * lever, theta[2:]]).detach().requires_grad_(True)
+def minimize(x0: torch.Tensor, value_of: Callable[[torch.Tensor], torch.Tensor], max_iter: int = 500) -> torch.Tensor:
+    """A local minimum of ``value_of`` (a float64 scalar of a flat tensor) from ``x0`` by ``torch.optim.LBFGS``
+    (strong-Wolfe line search, the tolerances every fit here uses); returns the end point, detached."""
+    x = x0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [x], lr=1.0, max_iter=max_iter, tolerance_grad=1e-9, tolerance_change=1e-12, history_size=10,
         line_search_fn="strong_wolfe",
@@ -144,15 +135,44 @@ def lbfgs(
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        value = objective(raw(x), obs, weights)
+        value = value_of(x)
         value.backward()
         return value
 
     optimizer.step(closure)
+    return x.detach()
+
+
+def lbfgs(
+    theta: torch.Tensor,
+    obs: Observations,
+    weights: torch.Tensor | None = None,
+    max_iter: int = 500,
+    hold_e: bool = False,
+) -> tuple[torch.Tensor, float]:
+    """A local minimum of :func:`objective` from ``theta`` (5 numbers) by :func:`minimize`; returns it and its
+    objective (infinite when the run left the finite numbers). With ``hold_e`` e stays at ``theta``'s and the other
+    four move. L-BFGS moves a − α·mean(log N) and b − β·mean(log D) instead of a and b: the same minima, but a and
+    α no longer move together along the data's long lever arm (log N ≈ 12-20), which cuts the iterations by a
+    third."""
+    lever = torch.stack([obs.log_n.mean(), obs.log_d.mean()])
+    held = theta[2:3].detach()
+
+    def raw(x: torch.Tensor) -> torch.Tensor:
+        exponents = x[-2:]
+        return torch.cat([x[:2] + exponents * lever, held if hold_e else x[2:3], exponents])
+
+    moved = [theta[:2] - theta[3:5] * lever, *([] if hold_e else [theta[2:3]]), theta[3:5]]
+    x = minimize(torch.cat(moved), lambda x: objective(raw(x), obs, weights), max_iter)
     with torch.no_grad():
         end = raw(x)
         value = float(objective(end, obs, weights))
-    return end, value if math.isfinite(value) and bool(torch.isfinite(end).all()) else math.inf
+    return end, finite_or_inf(end, value)
+
+
+def finite_or_inf(end: torch.Tensor, value: float) -> float:
+    """``value``, or infinity when it or the end point left the finite numbers."""
+    return value if math.isfinite(value) and bool(torch.isfinite(end).all()) else math.inf
 
 
 #: the largest log A, log B or log E a law can hold: exp of more overflows a float (log of its largest, ≈ 709.8)

@@ -74,6 +74,12 @@ def gap_rows(results: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+SHARED_E = (
+    " With one E shared by every family, fitted jointly (the sum of the families' objectives; each keeps its A, α,"
+    " B, β), the bootstrap resampling runs within each family."
+)
+
+
 def study_markdown(results: dict[str, Any], title: str = "Scaling laws", source: str = "") -> str:
     """table.md of ``aot scaling fit``: the law per family, then the points, with what the intervals are."""
     boot = next(iter(results["families"].values()))["bootstrap"]
@@ -85,7 +91,7 @@ def study_markdown(results: dict[str, Any], title: str = "Scaling laws", source:
         "L(N, D) = E + A / N^α + B / D^β per family (N: non-embedding parameters, D: training tokens), fitted as "
         f"Hoffmann et al. 2022 (approach 3: Huber δ = 1e-3 on log L, L-BFGS from the {s['starts']} best points of "
         f"their grid of initialisations); [95 %]: percentile intervals of {boot['requested']} bootstrap refits over "
-        f"runs (seed {s['seed']}).",
+        f"runs (seed {s['seed']})." + (SHARED_E if s.get("shared_e") else ""),
         "",
         *table(LAW_HEADER, law_rows(results)),
     ]

@@ -17,6 +17,7 @@ from aot.sweep.scaling.bootstrap import LEVEL, Bootstrap, bootstrap_laws, estima
 from aot.sweep.scaling.frontier import FlopsModel, fit_flops_model, frontier_loss, optimal_params
 from aot.sweep.scaling.law import INIT_GRID, PARAMETERS, Law, LawFit, Observations, fit_law
 from aot.sweep.scaling.runs import ScalingRun
+from aot.sweep.scaling.shared import bootstrap_shared, fit_shared
 from aot.validation import SEED, Number, integer
 
 #: the settings' ranges (the command's options say them in --help)
@@ -29,12 +30,14 @@ FRONTIER_POINTS = 60
 @dataclass(frozen=True)
 class FitSettings:
     """How a study is fitted: L-BFGS from the ``starts`` best grid points for the fit, ``bootstrap`` resamples of
-    the runs refitted from ``boot_starts`` starts each, seeded by ``seed``."""
+    the runs refitted from ``boot_starts`` starts each, seeded by ``seed``; with ``shared_e`` every family's law
+    has the same E, fitted jointly (:mod:`aot.sweep.scaling.shared`)."""
 
     starts: int = 32
     bootstrap: int = 200
     boot_starts: int = 2
     seed: int = 0
+    shared_e: bool = False
 
     def check(self) -> FitSettings:
         STARTS.named("--starts").check(self.starts)
@@ -100,21 +103,54 @@ def family_seed(seed: int, family: str) -> int:
     return int(hashlib.sha256(f"{seed}:{family}".encode()).hexdigest()[:12], 16)
 
 
+def observations(runs: Sequence[ScalingRun]) -> Observations:
+    """The runs' (log N, log D, log L)."""
+    return Observations.of([r.params for r in runs], [r.tokens for r in runs], [r.loss for r in runs])
+
+
+def flops_model_of(runs: Sequence[ScalingRun]) -> FlopsModel:
+    """FLOPs per token against N, from the runs' recorded training FLOPs (6 N without them)."""
+    flops = None if any(r.flops is None for r in runs) else np.array([r.flops for r in runs])
+    return fit_flops_model(np.array([r.params for r in runs]), np.array([r.tokens for r in runs]), flops)
+
+
+def check_falls(family: str, law: Law, source: str) -> None:
+    """A one-line error unless the fitted loss falls with both size and data (α > 0 and β > 0)."""
+    if law.alpha <= 0 or law.beta <= 0:
+        raise AotError(
+            f"{source}: the fit of family {family!r} has α = {law.alpha:.3g}, β = {law.beta:.3g}: the loss "
+            "does not fall with both size and data in these runs; add sizes or budgets (or check the losses)"
+        )
+
+
 def fit_family(family: str, runs: Sequence[ScalingRun], settings: FitSettings, source: str = "the runs") -> FamilyFit:
     """The law of one family's runs (:func:`aot.sweep.scaling.law.fit_law`), its FLOPs model and bootstrap."""
     check_family(family, runs, source)
-    n = np.array([r.params for r in runs])
-    d = np.array([r.tokens for r in runs])
-    flops = None if any(r.flops is None for r in runs) else np.array([r.flops for r in runs])
-    obs = Observations.of(n, d, [r.loss for r in runs])
+    obs = observations(runs)
     fit = fit_law(obs, starts=settings.starts)
-    if fit.law.alpha <= 0 or fit.law.beta <= 0:
-        raise AotError(
-            f"{source}: the fit of family {family!r} has α = {fit.law.alpha:.3g}, β = {fit.law.beta:.3g}: the loss "
-            "does not fall with both size and data in these runs; add sizes or budgets (or check the losses)"
-        )
+    check_falls(family, fit.law, source)
     boot = bootstrap_laws(obs, fit, settings.bootstrap, family_seed(settings.seed, family), settings.boot_starts)
-    return FamilyFit(family, list(runs), fit, fit_flops_model(n, d, flops), boot)
+    return FamilyFit(family, list(runs), fit, flops_model_of(runs), boot)
+
+
+def fit_families_sharing_e(
+    families: dict[str, list[ScalingRun]], settings: FitSettings, source: str = "the runs"
+) -> dict[str, FamilyFit]:
+    """Every family's law with one E (:func:`aot.sweep.scaling.shared.fit_shared`, started from each family's own
+    fit), its FLOPs model and the joint bootstrap (refit i of each family: one joint refit)."""
+    for name, runs in families.items():
+        check_family(name, runs, source)
+    obs = {name: observations(runs) for name, runs in families.items()}
+    own = {name: fit_law(o, starts=settings.starts).law for name, o in obs.items()}
+    shared = fit_shared(obs, own, starts=settings.starts)
+    for name, law in shared.laws.items():
+        check_falls(name, law, source)
+    seed = family_seed(settings.seed, "shared E: " + ", ".join(families))
+    boots = bootstrap_shared(obs, shared, settings.bootstrap, seed, settings.boot_starts)
+    return {
+        name: FamilyFit(name, list(runs), shared.family_fit(name), flops_model_of(runs), boots[name])
+        for name, runs in families.items()
+    }
 
 
 def gap_along_frontier(fam: FamilyFit, ref: FamilyFit, flops: np.ndarray) -> dict[str, Any]:
@@ -160,7 +196,10 @@ def fit_study(
             raise AotError(f"{source} has no runs of family {name!r}; its families are {', '.join(families)}")
     for name, mine in families.items():
         check_family(name, mine, source)
-    fits = {name: fit_family(name, mine, settings, source) for name, mine in families.items()}
+    if settings.shared_e:
+        fits = fit_families_sharing_e(families, settings, source)
+    else:
+        fits = {name: fit_family(name, mine, settings, source) for name, mine in families.items()}
     grid = flops_grid(fits, points)
     results: dict[str, Any] = {
         "reference": reference,
