@@ -52,10 +52,11 @@ def noise_free():  # type: ignore[no-untyped-def]
     return obs, fit_shared(obs, own_laws(obs), starts=4)
 
 
-def huber_sum(law: Law, runs: list[ScalingRun], delta: float = 1e-3) -> float:
-    """Hoffmann et al. eq. (D.2) by hand: Σ Huber_δ(log L̂ − log L) / δ."""
+def huber_sum(law: Law, runs: list[ScalingRun], weights: np.ndarray | None = None, delta: float = 1e-3) -> float:
+    """Hoffmann et al. eq. (D.2) by hand: Σ w Huber_δ(log L̂ − log L) / δ."""
     r = np.log([float(law.loss(x.params, x.tokens)) for x in runs]) - np.log([x.loss for x in runs])
-    return float(np.where(np.abs(r) < delta, 0.5 * r**2, delta * (np.abs(r) - 0.5 * delta)).sum() / delta)
+    huber = np.where(np.abs(r) < delta, 0.5 * r**2, delta * (np.abs(r) - 0.5 * delta))
+    return float((huber if weights is None else weights * huber).sum() / delta)
 
 
 def test_the_joint_objective_is_the_sum_of_each_familys_huber_objective_with_one_e():
@@ -69,6 +70,9 @@ def test_the_joint_objective_is_the_sum_of_each_familys_huber_objective_with_one
         assert torch.allclose(theta, thetas[name], rtol=0, atol=1e-12)
     by_hand = sum(huber_sum(trial[name], runs[name]) for name in runs)
     assert float(joint_objective(x, obs, {})) == pytest.approx(by_hand, rel=1e-10)
+    drawn = np.arange(len(runs["a"]), dtype=float)  # a resample's counts for family a, none for b
+    weighted = huber_sum(trial["a"], runs["a"], drawn) + huber_sum(trial["b"], runs["b"])
+    assert float(joint_objective(x, obs, {"a": torch.tensor(drawn)})) == pytest.approx(weighted, rel=1e-10)
 
 
 def test_a_fit_with_e_held_keeps_e_and_finds_the_rest():

@@ -107,6 +107,21 @@ def objective(
     ``theta`` (shape (..., 5)); Hoffmann et al. eq. (D.2) (the division by δ only rescales it, so that L-BFGS's
     tolerances do not depend on δ)."""
     a, b, e, alpha, beta = (t[..., None] for t in theta.unbind(-1))
+    return huber_sum(a, b, e, alpha, beta, obs, weights, delta)
+
+
+def huber_sum(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    e: torch.Tensor,
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    obs: Observations,
+    weights: torch.Tensor | None = None,
+    delta: float = HUBER_DELTA,
+) -> torch.Tensor:
+    """:func:`objective` for coordinates that broadcast against the runs (a law per run, or one law per row with a
+    trailing axis of 1), summed over the runs' axis."""
     by_size, by_data = a - alpha * obs.log_n, b - beta * obs.log_d
     terms = torch.stack([by_size, by_data, e.expand_as(by_size)], -1)
     predicted = torch.logsumexp(terms, -1)

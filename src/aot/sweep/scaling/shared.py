@@ -32,6 +32,7 @@ from aot.sweep.scaling.law import (
     LawFit,
     Observations,
     finite_or_inf,
+    huber_sum,
     lbfgs,
     minimize,
     objective,
@@ -85,12 +86,40 @@ def unpack(x: torch.Tensor, lever: Mapping[str, torch.Tensor]) -> dict[str, torc
     return thetas
 
 
-def joint_objective(x: torch.Tensor, obs: Mapping[str, Observations], weights: Weights) -> torch.Tensor:
+@dataclass(frozen=True)
+class Stacked:
+    """Every family's runs in one set of tensors, for one batched objective: the runs (log N, log D, log L)
+    concatenated in the families' order, each run's family index, each family's lever (F × 2) and the runs'
+    weights (1 where a family has none)."""
+
+    obs: Observations
+    family: torch.Tensor
+    lever: torch.Tensor
+    weights: torch.Tensor
+
+    @classmethod
+    def of(cls, obs: Mapping[str, Observations], weights: Weights | None = None) -> Stacked:
+        weights = weights or {}
+        parts = list(obs.values())
+        joined = Observations(*(torch.cat([getattr(o, f) for o in parts]) for f in ("log_n", "log_d", "log_loss")))
+        family = torch.cat([torch.full((len(o),), i, dtype=torch.long) for i, o in enumerate(parts)])
+        drawn = [weights.get(name) for name in obs]
+        w = torch.cat([torch.ones(len(o), dtype=torch.float64) if d is None else d for o, d in zip(parts, drawn)])
+        return cls(joined, family, torch.stack(list(levers(obs).values())), w)
+
+
+def stacked_objective(x: torch.Tensor, stacked: Stacked) -> torch.Tensor:
+    """:func:`joint_objective` in one batched call: each run gets its family's (a, b, α, β) and the shared e."""
+    own = x[1:].reshape(-1, 4)
+    a = own[:, 0] + own[:, 2] * stacked.lever[:, 0]
+    b = own[:, 1] + own[:, 3] * stacked.lever[:, 1]
+    i = stacked.family
+    return huber_sum(a[i], b[i], x[0], own[i, 2], own[i, 3], stacked.obs, stacked.weights)
+
+
+def joint_objective(x: torch.Tensor, obs: Mapping[str, Observations], weights: Weights | None = None) -> torch.Tensor:
     """Σ_f Σ_i w_i Huber_δ(log L̂_f(N_i, D_i) − log L_i) / δ: the families' objectives summed, E shared."""
-    thetas = unpack(x, levers(obs))
-    return sum(
-        (objective(thetas[name], o, weights.get(name)) for name, o in obs.items()), torch.zeros((), dtype=torch.float64)
-    )
+    return stacked_objective(x, Stacked.of(obs, weights))
 
 
 def held_e_fit(
@@ -128,13 +157,13 @@ def joint_fit(
     obs: Mapping[str, Observations], points: Sequence[torch.Tensor], weights: Weights | None = None
 ) -> tuple[torch.Tensor, float, list[float]]:
     """L-BFGS on :func:`joint_objective` from each of ``points``; the best end, its objective, every finite one's."""
-    weights = weights or {}
+    stacked = Stacked.of(obs, weights)
     lever = levers(obs)
     ends = []
     for x0 in points:
-        end = minimize(x0, lambda x: joint_objective(x, obs, weights))
+        end = minimize(x0, lambda x: stacked_objective(x, stacked))
         with torch.no_grad():
-            value = finite_or_inf(end, float(joint_objective(end, obs, weights)))
+            value = finite_or_inf(end, float(stacked_objective(end, stacked)))
         if math.isfinite(value) and all(representable(t) for t in unpack(end, lever).values()):
             ends.append((end, value))
     if not ends:
