@@ -47,7 +47,7 @@ TEXT_COLUMNS = {"model", "paper's model", "ours", "conditions: layer 0 / all lay
                 # the scaling part: families, ranges and "value [low, high]" cells
                 "family", "N (sizes)", "D (budgets)", "E [95 %]", "A [95 %]", "α [95 %]", "B [95 %]", "β [95 %]",
                 "N_opt ∝ C^a: a [95 %]", "compute", "gap [95 %]", "predicted loss [95 %]",
-                "gap to GPT-2 [95 %]"}  # fmt: skip
+                "gap to GPT-2 [95 %]", "fitted on N"}  # fmt: skip
 NUMBER = re.compile(r"^[+-]?[\d,]*\.?\d+(?:[eE][+-]?\d+)?\s*(?:%|×|[kMB]|MiB)?$")
 
 

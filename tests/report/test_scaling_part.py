@@ -88,7 +88,7 @@ def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
     laws, gaps, points, shared_laws, shared_points, held, matched = tables
     # the hold-out check: the fixture's runs follow their law (0.3 % noise), so the largest size is predicted
     assert [r[0] for r in held.rows] == ["gpt2"] * 3 + ["aot-mssa"] * 3 and {r[2] for r in held.rows} == {"20.00 M"}
-    assert all(abs(float(r[6].rstrip(" %"))) < 3 for r in held.rows)
+    assert all(abs(float(r[7].rstrip(" %"))) < 3 for r in held.rows)
     shared = json.loads((part_dir / "fit-shared-e" / "results.json").read_text())
     e_column = shared_laws.header.index("E [95 %]")
     assert {r[e_column] for r in shared_laws.rows} == {with_interval(shared["families"]["gpt2"]["law"]["E"])}

@@ -49,5 +49,5 @@ def test_seeds_of_one_point_are_averaged_and_small_families_are_left_out():
     assert markdown[0] == "| " + " | ".join(HOLDOUT_HEADER) + " |" and len(markdown) == 2 + len(BUDGETS)
     cells = [c.strip() for c in markdown[2].strip("|").split("|")]
     assert cells[:3] == ["Family F", "0.30, 1.00, 4.00 M", "20.00 M"]
-    assert cells[4].endswith("(2 seeds)") and cells[6] == f"{100 * rows[0].error:+.1f} %"
+    assert cells[4] == "2" and cells[5] == f"{rows[0].measured:.3f}" and cells[7] == f"{100 * rows[0].error:+.1f} %"
     assert math.isclose(rows[0].error, rows[0].predicted / rows[0].measured - 1)

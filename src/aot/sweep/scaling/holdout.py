@@ -67,7 +67,7 @@ def hold_out_largest(runs: Sequence[ScalingRun], starts: int = 32) -> list[HeldO
     return rows
 
 
-HOLDOUT_HEADER = ["family", "fitted on N", "held-out N", "D", "measured", "predicted", "error"]
+HOLDOUT_HEADER = ["family", "fitted on N", "held-out N", "D", "seeds", "measured", "predicted", "error"]
 
 
 def hold_out_table(
@@ -81,7 +81,8 @@ def hold_out_table(
             ", ".join(f"{n / 1e6:.2f}" for n in r.fitted_sizes) + " M",
             f"{r.params / 1e6:.2f} M",
             f"{r.tokens / 1e6:.3g} M",
-            f"{r.measured:.3f}" + (f" ({r.seeds} seeds)" if r.seeds > 1 else ""),
+            str(r.seeds),
+            f"{r.measured:.3f}",
             f"{r.predicted:.3f}",
             f"{100 * r.error:+.1f} %",
         ]
