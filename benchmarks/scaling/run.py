@@ -602,7 +602,7 @@ def readme_summary(
         gap = largest["families"].get(name) if largest else None
         rows.append(
             [
-                FAMILIES[name].label if name in FAMILIES else name,
+                LABELS.get(name, name),
                 f"{fam['runs']} ({len(fam['sizes'])} sizes × {len(fam['budgets'])} budgets)",
                 with_interval(fam["law"]["alpha"]),
                 with_interval(fam["law"]["beta"]),
@@ -644,8 +644,7 @@ def shared_summary(shared: dict[str, Any]) -> str:
     families = shared["families"]
     e = with_interval(next(iter(families.values()))["law"]["E"])
     alphas = ", ".join(
-        f"{FAMILIES[name].label if name in FAMILIES else name} {with_interval(fam['law']['alpha'])}"
-        for name, fam in families.items()
+        f"{LABELS.get(name, name)} {with_interval(fam['law']['alpha'])}" for name, fam in families.items()
     )
     gaps = "; ".join(
         f"{p['family']} at {p['params']:.3g}: {with_interval(p['gap'], '+.1f', 100, ' %')}"

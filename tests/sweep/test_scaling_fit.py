@@ -19,7 +19,6 @@ from aot.sweep.scaling import (
     FitSettings,
     FlopsModel,
     Law,
-    Observations,
     Point,
     ScalingRun,
     fit_family,
@@ -32,27 +31,11 @@ from aot.sweep.scaling import (
     read_scaling_runs,
 )
 from aot.sweep.scaling.law import objective
-from aot.sweep.scaling.study import compute_exponents
+from aot.sweep.scaling.study import compute_exponents, observations
+from scaling_synthetic import BUDGETS, SIZES, TRUE, synthetic
 
-TRUE = Law(E=1.7, A=400.0, alpha=0.34, B=410.0, beta=0.28)
-SIZES = (3e5, 1e6, 4e6, 2e7)
-BUDGETS = (2e6, 8e6, 4e7)
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"
 QUICK = FitSettings(starts=4, bootstrap=0)
-
-
-def synthetic(law: Law = TRUE, noise: float = 0.0, family: str = "f", seed: int = 0) -> list[ScalingRun]:
-    """Runs of ``law`` on the 4 × 3 grid, each loss times exp(noise · N(0, 1)); FLOPs 6 N D."""
-    rng = np.random.default_rng(seed)
-    return [
-        ScalingRun(family, n, d, float(law.loss(n, d)) * math.exp(noise * rng.standard_normal()), 6 * n * d)
-        for n in SIZES
-        for d in BUDGETS
-    ]
-
-
-def observations(runs: list[ScalingRun]) -> Observations:
-    return Observations.of([r.params for r in runs], [r.tokens for r in runs], [r.loss for r in runs])
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,9 @@ import math
 
 import pytest
 
-from aot.sweep.scaling import Law, ScalingRun
+from aot.sweep.scaling import ScalingRun
 from aot.sweep.scaling.holdout import HOLDOUT_HEADER, hold_out_largest, hold_out_markdown
-
-TRUE = Law(E=1.7, A=400.0, alpha=0.34, B=410.0, beta=0.28)
-SIZES = (3e5, 1e6, 4e6, 2e7)
-BUDGETS = (2e6, 8e6, 4e7)
+from scaling_synthetic import BUDGETS, SIZES, TRUE
 
 
 def runs_of(family: str, sizes=SIZES, largest_factor: float = 1.0) -> list[ScalingRun]:  # type: ignore[no-untyped-def]

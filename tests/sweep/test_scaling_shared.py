@@ -15,9 +15,9 @@ import torch
 from aot.cli import main
 from aot.sweep.scaling import FitSettings, Law, Observations, ScalingRun, fit_law, fit_study
 from aot.sweep.scaling.shared import bootstrap_shared, fit_shared, joint_objective, levers, pack, unpack
+from aot.sweep.scaling.study import observations
+from scaling_synthetic import synthetic
 
-SIZES = (3e5, 1e6, 4e6, 2e7)
-BUDGETS = (2e6, 8e6, 4e7)
 LAWS = {
     "a": Law(E=1.7, A=400.0, alpha=0.34, B=410.0, beta=0.28),
     "b": Law(E=1.7, A=900.0, alpha=0.40, B=250.0, beta=0.24),
@@ -25,16 +25,7 @@ LAWS = {
 
 
 def runs_of(law: Law, family: str, noise: float = 0.0, seed: int = 0) -> list[ScalingRun]:
-    rng = np.random.default_rng(seed)
-    return [
-        ScalingRun(family, n, d, float(law.loss(n, d)) * math.exp(noise * rng.standard_normal()), 6 * n * d)
-        for n in SIZES
-        for d in BUDGETS
-    ]
-
-
-def observations(runs: list[ScalingRun]) -> Observations:
-    return Observations.of([r.params for r in runs], [r.tokens for r in runs], [r.loss for r in runs])
+    return synthetic(law, noise, family, seed)
 
 
 def families(noise: float = 0.0) -> dict[str, Observations]:

@@ -31,7 +31,7 @@ from aot.report.part import (
     figure_blocks,
     read_step_results,
 )
-from aot.sweep.scaling import ScalingRun, read_scaling_runs
+from aot.sweep.scaling import ScalingRun, by_family, read_scaling_runs
 from aot.sweep.scaling.holdout import hold_out_largest, hold_out_table
 from aot.sweep.scaling.matched import matched_gaps, matched_table
 from aot.sweep.scaling.render import GAP_HEADER, LAW_HEADER, gap_rows, law_rows, with_interval
@@ -97,9 +97,7 @@ def check_runs_file(value: str) -> None:
 
 def fittable(runs: list[ScalingRun], source: str) -> tuple[list[str], list[str]]:
     """The families whose runs determine a law, and a line for each that cannot yet."""
-    families: dict[str, list[ScalingRun]] = {}
-    for run in runs:
-        families.setdefault(run.family, []).append(run)
+    families = by_family(runs)
     ready, waiting = [], []
     for name, mine in families.items():
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from aot.sweep.scaling.bootstrap import Bootstrap, bootstrap_laws, estimate, interval
 from aot.sweep.scaling.frontier import FlopsModel, fit_flops_model, frontier_loss, optimal_params
 from aot.sweep.scaling.law import Law, LawFit, Observations, fit_law
-from aot.sweep.scaling.runs import ScalingRun, read_scaling_runs
+from aot.sweep.scaling.runs import ScalingRun, by_family, read_scaling_runs
 from aot.sweep.scaling.study import FitSettings, Point, fit_family, fit_study, gap_along_frontier
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Point",
     "ScalingRun",
     "bootstrap_laws",
+    "by_family",
     "estimate",
     "fit_family",
     "fit_flops_model",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aot.errors import AotError
 from aot.sweep.render import table
 from aot.sweep.scaling.law import fit_law
-from aot.sweep.scaling.runs import ScalingRun
+from aot.sweep.scaling.runs import ScalingRun, by_family
 from aot.sweep.scaling.study import check_family, observations
 
 
@@ -41,11 +41,8 @@ class HeldOut:
 def hold_out_largest(runs: Sequence[ScalingRun], starts: int = 32) -> list[HeldOut]:
     """Every family's largest-size points predicted by the law of its other sizes (families that cannot be checked
     are left out), in the order the families first appear, each family's points by budget."""
-    families: dict[str, list[ScalingRun]] = {}
-    for run in runs:
-        families.setdefault(run.family, []).append(run)
     rows = []
-    for family, mine in families.items():
+    for family, mine in by_family(runs).items():
         sizes = sorted({r.params for r in mine})
         fitted = [r for r in mine if r.params < sizes[-1]]
         if len(sizes) < 3:

@@ -47,6 +47,14 @@ class ScalingRun:
     seed: int | None = None
 
 
+def by_family(runs: Sequence[ScalingRun]) -> dict[str, list[ScalingRun]]:
+    """The runs grouped by family, the families in the order they first appear."""
+    families: dict[str, list[ScalingRun]] = {}
+    for run in runs:
+        families.setdefault(run.family, []).append(run)
+    return families
+
+
 def read_scaling_runs(
     path: str | Path,
     family: str | None = None,

@@ -77,13 +77,17 @@ def pack(
     return torch.cat(parts)
 
 
+def family_coordinates(x: torch.Tensor, lever: torch.Tensor) -> torch.Tensor:
+    """Each family's (a, b, α, β) as rows of an F × 4 tensor, from the flat vector of :func:`pack` and the
+    families' levers (F × 2): a = a' + α·mean(log N), b = b' + β·mean(log D)."""
+    own = x[1:].reshape(-1, 4)
+    return torch.cat([own[:, :2] + own[:, 2:] * lever, own[:, 2:]], 1)
+
+
 def unpack(x: torch.Tensor, lever: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Each family's θ = (a, b, e, α, β) from the flat vector of :func:`pack`."""
-    thetas = {}
-    for i, (name, arm) in enumerate(lever.items()):
-        own = x[1 + 4 * i : 5 + 4 * i]
-        thetas[name] = torch.cat([own[:2] + own[2:] * arm, x[:1], own[2:]])
-    return thetas
+    rows = family_coordinates(x, torch.stack(list(lever.values())))
+    return {name: torch.cat([row[:2], x[:1], row[2:]]) for name, row in zip(lever, rows)}
 
 
 @dataclass(frozen=True)
@@ -110,11 +114,8 @@ class Stacked:
 
 def stacked_objective(x: torch.Tensor, stacked: Stacked) -> torch.Tensor:
     """:func:`joint_objective` in one batched call: each run gets its family's (a, b, α, β) and the shared e."""
-    own = x[1:].reshape(-1, 4)
-    a = own[:, 0] + own[:, 2] * stacked.lever[:, 0]
-    b = own[:, 1] + own[:, 3] * stacked.lever[:, 1]
-    i = stacked.family
-    return huber_sum(a[i], b[i], x[0], own[i, 2], own[i, 3], stacked.obs, stacked.weights)
+    a, b, alpha, beta = family_coordinates(x, stacked.lever)[stacked.family].unbind(1)
+    return huber_sum(a, b, x[0], alpha, beta, stacked.obs, stacked.weights)
 
 
 def joint_objective(x: torch.Tensor, obs: Mapping[str, Observations], weights: Weights | None = None) -> torch.Tensor:

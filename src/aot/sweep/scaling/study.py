@@ -16,7 +16,7 @@ from aot.errors import AotError
 from aot.sweep.scaling.bootstrap import LEVEL, Bootstrap, bootstrap_laws, estimate
 from aot.sweep.scaling.frontier import FlopsModel, fit_flops_model, frontier_loss, optimal_params
 from aot.sweep.scaling.law import INIT_GRID, PARAMETERS, Law, LawFit, Observations, fit_law
-from aot.sweep.scaling.runs import ScalingRun
+from aot.sweep.scaling.runs import ScalingRun, by_family
 from aot.sweep.scaling.shared import bootstrap_shared, fit_shared
 from aot.validation import SEED, Number, integer
 
@@ -188,9 +188,7 @@ def fit_study(
     """Fit every family of ``runs`` and read the frontier, the gaps to ``reference`` (a family of the runs; None:
     no gaps) and ``points`` off the fits. ``source`` names the runs in errors (the file)."""
     settings = (settings or FitSettings()).check()
-    families: dict[str, list[ScalingRun]] = {}
-    for run in runs:
-        families.setdefault(run.family, []).append(run)
+    families = by_family(runs)
     for name in [reference, *(p.family for p in points)]:
         if name is not None and name not in families:
             raise AotError(f"{source} has no runs of family {name!r}; its families are {', '.join(families)}")
