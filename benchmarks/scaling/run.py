@@ -24,6 +24,8 @@ Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
     ... run.py --shard 0/2 & ... run.py --shard 1/2 &                             # two drivers, two cores
     ... run.py & ... run.py &                                   # or two unsharded: each skips the other's job
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/scaling/run.py --render    # schedule.md and fit/ (the laws)
+    bash benchmarks/scaling/gpu.sh                      # on a GPU: the ≈ 8 and 24 M sizes (--large --only large)
+    python benchmarks/scaling/run.py --merge GPU/results.json                      # then add those rows here
 
 Every job is a run folder under runs/scaling/ (resumable: a killed job continues from its checkpoint), skipped when
 its results.json is finished; the results file is rewritten after each job.
@@ -74,7 +76,19 @@ class Family:
     label: str
     preset: str
     n_layer: int
-    widths: tuple[int, ...]
+    widths: tuple[int, ...]  # the CPU grid
+    large: tuple[int, ...] = ()  # the GPU sizes (`--large`): size indices len(widths), len(widths) + 1, ...
+
+    def width(self, size: int) -> int:
+        """The width of size index ``size``: the CPU grid's, then the large sizes'."""
+        return (self.widths + self.large)[size]
+
+    def sizes(self, large: bool) -> range:
+        """The size indices of the CPU grid, and with ``large`` of the GPU sizes after it."""
+        return range(len(self.widths) + (len(self.large) if large else 0))
+
+    def is_large(self, size: int) -> bool:
+        return size >= len(self.widths)
 
 
 DEFAULT_BUDGETS = (250, 500, 1000)  # 1, 2, 4 M tokens
@@ -83,13 +97,29 @@ SMALL_BUDGETS = (250, 500, 1000, 2000)  # + 8 M tokens for the two smallest size
 FAMILIES = {
     f.name: f
     for f in (
-        Family("gpt2", "GPT-2", "gpt2-cpu", 6, (64, 96, 128, 192)),
-        Family("aot-mhsa", "AoT-MHSA", "aot-mhsa-l-cpu", 8, (96, 128, 192, 256)),
-        Family("aot-mssa", "AoT-MSSA, learned W_O", "aot-mssa-l-cpu", 16, (96, 128, 192, 256)),
-        Family("aot-mssa-tied", "AoT-MSSA, tied", "aot-mssa-tied-l-cpu", 18, (128, 192, 256, 384)),
+        # large: ≈ 8 M and ≈ 24 M non-embedding parameters (GPT-2 8.9 / 23.9 M, AoT-MHSA and AoT-MSSA 8.4 / 25.7 M,
+        # tied AoT-MSSA 7.4 / 23.9 M), a GPU job (benchmarks/scaling/gpu.sh)
+        Family("gpt2", "GPT-2", "gpt2-cpu", 6, (64, 96, 128, 192), (352, 576)),
+        Family("aot-mhsa", "AoT-MHSA", "aot-mhsa-l-cpu", 8, (96, 128, 192, 256), (512, 896)),
+        Family("aot-mssa", "AoT-MSSA, learned W_O", "aot-mssa-l-cpu", 16, (96, 128, 192, 256), (512, 896)),
+        Family("aot-mssa-tied", "AoT-MSSA, tied", "aot-mssa-tied-l-cpu", 18, (128, 192, 256, 384), (640, 1152)),
     )
 }
-SWEPT_SIZES = (0, 2)  # indices into a family's widths
+SWEPT_SIZES = (0, 2)  # indices into a family's widths: the CPU grid's lr rule runs through these two
+
+
+def swept_sizes(family: Family, large: bool) -> tuple[int, ...]:
+    """The sizes whose lr is swept: SWEPT_SIZES, and with ``large`` the largest GPU size too."""
+    return SWEPT_SIZES + ((len(family.widths) + len(family.large) - 1,) if large and family.large else ())
+
+
+def lr_anchors(family: Family, size: int) -> tuple[int, int]:
+    """The two swept sizes whose lrs the rule joins for ``size``: SWEPT_SIZES on the CPU grid (so that a recorded
+    run keeps the lr it was trained at when the GPU sizes are swept); for a GPU size, the CPU grid's larger swept
+    size and the largest GPU size (a 10× step in N, not an extrapolation from 1 M parameters)."""
+    if family.is_large(size):
+        return SWEPT_SIZES[-1], len(family.widths) + len(family.large) - 1
+    return SWEPT_SIZES[0], SWEPT_SIZES[-1]
 
 
 def budgets(family: Family, size: int) -> tuple[int, ...]:
@@ -168,16 +198,24 @@ def sweep_losses(rows: list[dict[str, Any]], family: str, size: int) -> dict[flo
     }
 
 
-def sweep_jobs(rows: list[dict[str, Any]]) -> list[Job]:
+def sweep_jobs(rows: list[dict[str, Any]], large: bool = False) -> list[Job]:
     jobs = []
     for family in FAMILIES.values():
-        for size in SWEPT_SIZES:
-            width = family.widths[size]
+        for size in swept_sizes(family, large):
+            width = family.width(size)
             for lr in sweep_lrs(rows, family.name, size):
                 folder = RUNS / "sweep" / f"{family.name}-d{width}-lr{lr:g}"
-                argv = scratch_argv(family, width, SWEEP_STEPS, lr, 0, folder)
+                argv = scratch_argv(family, width, SWEEP_STEPS, lr, 0, folder) + device_argv(family, size)
                 jobs.append(Job("sweep", family.name, size, width, SWEEP_STEPS, lr, 0, folder, argv))
     return sorted(jobs, key=lambda j: j.size)  # the cheap smallest size of every family first
+
+
+#: where the GPU sizes train (benchmarks/scaling/gpu.sh); the CPU grid's runs take `aot train`'s default (auto)
+LARGE_DEVICE = "cuda"
+
+
+def device_argv(family: Family, size: int) -> list[str]:
+    return ["--device", LARGE_DEVICE] if family.is_large(size) else []
 
 
 def base_argv(family: Family) -> list[str]:
@@ -220,15 +258,15 @@ def swept_lr(rows: list[dict[str, Any]], family: str, size: int) -> float | None
 
 
 def lr_rule(rows: list[dict[str, Any]], family: Family, size: int) -> float | None:
-    """log lr linear in log N through the two swept sizes (N: non-embedding parameters)."""
+    """log lr linear in log N through the two swept sizes of :func:`lr_anchors` (N: non-embedding parameters)."""
     points = []
-    for s in SWEPT_SIZES:
+    for s in lr_anchors(family, size):
         lr = swept_lr(rows, family.name, s)
         if lr is None:
             return None
-        points.append((math.log(non_embedding(family, family.widths[s])), math.log(lr)))
+        points.append((math.log(non_embedding(family, family.width(s))), math.log(lr)))
     (n0, l0), (n1, l1) = points
-    n = math.log(non_embedding(family, family.widths[size]))
+    n = math.log(non_embedding(family, family.width(size)))
     return math.exp(l0 + (l1 - l0) * (n - n0) / (n1 - n0))
 
 
@@ -248,8 +286,11 @@ def non_embedding(family: Family, width: int) -> int:
 
 def seed_budgets(family: Family, size: int) -> list[tuple[int, tuple[int, ...]]]:
     """Seed 0 at every size and budget; a second seed at three corners of the grid: the smallest size up to 4 M
-    tokens and the largest at 1 M (the fourth corner, the largest size at 4 M, is the costliest run of all)."""
+    tokens and the largest at 1 M (the fourth corner, the largest size at 4 M, is the costliest run of all); the GPU
+    sizes one seed."""
     plan = [(0, budgets(family, size))]
+    if family.is_large(size):
+        return plan
     if size == 0:
         plan.append((1, DEFAULT_BUDGETS))
     if size == len(family.widths) - 1:
@@ -300,13 +341,15 @@ def remedy_jobs(rows: list[dict[str, Any]]) -> list[Job]:
     return jobs
 
 
-def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
-    """The WSD runs and their branches for every size whose lr the rule gives; the reasons the rest wait."""
+def main_jobs(rows: list[dict[str, Any]], large: bool = False) -> tuple[list[Job], list[str]]:
+    """The WSD runs and their branches for every size whose lr the rule gives (with ``large``, the GPU sizes too);
+    the reasons the rest wait."""
     jobs: list[Job] = []
     waiting = []
     recorded = {r.get("run_dir") for r in rows}
     for family in FAMILIES.values():
-        for size, width in enumerate(family.widths):
+        for size in family.sizes(large):
+            width, device = family.width(size), device_argv(family, size)
             lr = lr_rule(rows, family, size)
             if lr is None:
                 waiting.append(f"{family.name} d{width}: waits for its lr sweep")
@@ -315,9 +358,8 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
                 name = f"{family.name}-d{width}-s{seed}"
                 parent = RUNS / "main" / f"{name}-{steps[-1]}"
                 keep = ",".join(str(stable_checkpoint(s)) for s in steps[:-1])
-                argv = scratch_argv(
-                    family, width, steps[-1], lr, seed, parent, train=[f"train.keep_checkpoints=[{keep}]"]
-                )
+                kept_sets = [f"train.keep_checkpoints=[{keep}]"]
+                argv = scratch_argv(family, width, steps[-1], lr, seed, parent, train=kept_sets) + device
                 jobs.append(Job("main", family.name, size, width, steps[-1], lr, seed, parent, argv))
                 for short in steps[:-1]:
                     folder = RUNS / "main" / f"{name}-{short}"
@@ -326,11 +368,11 @@ def main_jobs(rows: list[dict[str, Any]]) -> tuple[list[Job], list[str]]:
                         # the parent landed but its folder is gone (a fresh machine: runs/ is not in git): the
                         # from-scratch run of this budget is the same run (tests/train/test_wsd_branch.py), at 5x a
                         # branch's cost, not the parent's full retraining
-                        argv = scratch_argv(family, width, short, lr, seed, folder)
+                        argv = scratch_argv(family, width, short, lr, seed, folder) + device
                         jobs.append(Job("branch", family.name, size, width, short, lr, seed, folder, argv))
                         continue
                     argv = ["train", "lm", "--branch-from", str(kept), "--set", f"train.steps={short}",
-                            "--resume", "auto", "--out", str(folder)]  # fmt: skip
+                            "--resume", "auto", "--out", str(folder), *device]  # fmt: skip
                     jobs.append(Job("branch", family.name, size, width, short, lr, seed, folder, argv, parent=kept))
     return jobs, waiting
 
@@ -343,11 +385,14 @@ def priority(job: Job) -> tuple[float, int, int]:
     the sweeps, then seed 0 of GPT-2, AoT-MHSA and AoT-MSSA size by size (all families at a size before the next
     size; the WSD-vs-cosine check at seed 0 and issue 29's token-shift runs after the two smallest sizes), then the
     second seeds, then the largest
-    size of those three, then the tied family (the costliest and the furthest behind). A branch follows its
+    size of those three, then the tied family (the costliest and the furthest behind); the GPU sizes (`--large`)
+    after the CPU grid: their sweeps, then the three families' runs, then the tied family's. A branch follows its
     parent (it cannot start before the parent's kept checkpoint exists)."""
     tied = job.family == "aot-mssa-tied"
     largest = job.size == len(FAMILIES[job.family].widths) - 1
-    if tied:
+    if FAMILIES[job.family].is_large(job.size):
+        stage = 6.0 if job.kind == "sweep" else 7.0 if tied else 6.5
+    elif tied:
         stage = 5.0
     elif job.kind == "sweep":
         stage = 0.0
@@ -390,6 +435,7 @@ def row_of(job: Job, results: dict[str, Any]) -> dict[str, Any]:
         "precision": results["train"]["precision"]["precision"],
         "train_seconds": results["train"]["train_seconds"],
         "cpu": results["machine"].get("processor") or results["machine"].get("machine"),
+        "device": results["machine"].get("gpu", "cuda") if "--device" in job.argv else "cpu",
         "date": results["machine"].get("date"),
         "token_shift": job.token_shift,
         "branched_from": None if job.parent is None else str(job.parent),
@@ -428,6 +474,17 @@ def done(job: Job, rows: list[dict[str, Any]]) -> bool:
     """Whether ``job`` has finished: recorded in results.json (even where its folder is gone, as on a fresh machine:
     runs/ is not in git) or a whole results.json in its folder."""
     return any(r.get("run_dir") == str(job.folder) for r in rows) or read_results(job.folder) is not None
+
+
+def large_jobs(jobs: list[Job]) -> list[Job]:
+    """The jobs of the GPU sizes (`--only large`)."""
+    return [j for j in jobs if FAMILIES[j.family].is_large(j.size)]
+
+
+def merged_rows(rows: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of ``theirs`` (another machine's results.json, e.g. gpu.sh's) whose run folder ``rows`` lacks."""
+    known = {r["run_dir"] for r in rows}
+    return [r for r in theirs if r["run_dir"] not in known]
 
 
 def in_shard(job: Job, shard: str | None) -> bool:
@@ -661,7 +718,14 @@ def shared_summary(shared: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", action="store_true", help="print the jobs (done / to do) and stop")
-    parser.add_argument("--only", choices=("sweep", "main"), help="run only the lr sweeps or only the main grid")
+    parser.add_argument(
+        "--only", choices=("sweep", "main", "large"), help="run only the lr sweeps, the main grid or the GPU sizes"
+    )
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help="add the GPU sizes (≈ 8 and 24 M non-embedding parameters, on cuda; benchmarks/scaling/gpu.sh)",
+    )
     parser.add_argument("--max-minutes", type=float, default=None, help="start no new job after this many minutes")
     parser.add_argument("--collect", action="store_true", help="record finished runs into results.json and stop")
     parser.add_argument(
@@ -672,15 +736,28 @@ def main(argv: list[str] | None = None) -> int:
         metavar="I/N",
         help="run only the jobs whose folder name hashes to I modulo N (two drivers on two cores: 0/2 and 1/2)",
     )
+    parser.add_argument(
+        "--merge",
+        metavar="RESULTS",
+        help="add the runs of another machine's results.json (gpu.sh's) that this one lacks, and stop",
+    )
     args = parser.parse_args(argv)
     if args.render:
         return render()
+    if args.merge:
+        rows = read_rows()
+        new = merged_rows(rows, json.loads(Path(args.merge).read_text())["runs"])
+        write_rows(rows + new)
+        print(f"added {len(new)} runs from {args.merge} ({len(rows) + len(new)} in {RESULTS})")
+        return 0
     start = time.time()
     rows = read_rows()
     while True:
-        sweeps = sweep_jobs(rows)
-        mains, waiting = main_jobs(rows)
+        sweeps = sweep_jobs(rows, args.large or args.only == "large")
+        mains, waiting = main_jobs(rows, args.large or args.only == "large")
         mains += cosine_jobs(rows) + remedy_jobs(rows)
+        if args.only == "large":
+            sweeps, mains = large_jobs(sweeps), large_jobs(mains)
         jobs = (sweeps if args.only != "main" else []) + (mains if args.only != "sweep" else [])
         before = len(rows)
         rows = collect(sweeps + mains, rows)

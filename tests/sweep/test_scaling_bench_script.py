@@ -163,6 +163,59 @@ def test_a_branch_whose_recorded_parent_folder_is_gone_runs_from_scratch_and_a_r
     assert study.done(main, rows) and not study.done(orphan, rows)
 
 
+def test_the_gpu_sizes_take_the_lr_between_the_third_size_and_the_largest_gpu_size_and_run_on_cuda(study):
+    """--large adds each family's GPU sizes after its CPU grid: their lr is log-linear in log N between the CPU
+    grid's larger swept size and the largest GPU size (swept on the GPU), the CPU grid's rule (and so the lr its
+    recorded runs trained at) does not move when the GPU sweep lands, and every GPU job, branches too, asks for
+    cuda while no CPU job names a device."""
+    family = study.FAMILIES["gpt2"]
+    cpu, top = len(family.widths), len(family.widths) + len(family.large) - 1
+    small, third, largest = {1e-3: 2.3, 3e-3: 2.0, 1e-2: 2.2}, {1e-3: 2.0, 3e-3: 1.9, 1e-2: 2.05}, {
+        1e-3: 1.8, 3e-3: 1.85, 1e-2: 2.0}  # fmt: skip
+    rows = sweep_rows(study, "gpt2", 0, small) + sweep_rows(study, "gpt2", 2, third)
+    assert [j.size for j in study.sweep_jobs(rows, large=True) if j.family == "gpt2"][-3:] == [top] * 3
+    assert study.lr_rule(rows, family, cpu) is None  # the GPU sizes wait for the GPU sweep
+    cpu_rule = study.lr_rule(rows, family, 3)
+    largest_lr = {3e-4: 1.83, **largest}  # the best (1e-3) at the low edge: the sweep went on to 3e-4
+    rows += sweep_rows(study, "gpt2", top, largest_lr)
+    assert study.sweep_lrs(rows, "gpt2", top) == [3e-4, 1e-3, 3e-3, 1e-2]
+    assert study.lr_rule(rows, family, 3) == cpu_rule
+    n2, n4, n5 = (math.log(study.non_embedding(family, family.width(s))) for s in (2, cpu, top))
+    lr2, lr5 = study.swept_lr(rows, "gpt2", 2), study.swept_lr(rows, "gpt2", top)
+    t = (n4 - n2) / (n5 - n2)
+    assert study.lr_rule(rows, family, cpu) == pytest.approx(math.exp((1 - t) * math.log(lr2) + t * math.log(lr5)))
+    jobs, _ = study.main_jobs(rows, large=True)
+    gpu = [j for j in jobs if j.family == "gpt2" and j.size >= cpu]
+    assert {(j.kind, j.size, j.steps) for j in gpu} == {(k, s, n) for s in (cpu, top) for k, n in
+                                                        (("main", 1000), ("branch", 250), ("branch", 500))}  # fmt: skip
+    assert all(j.argv[-2:] == ["--device", "cuda"] and j.seed == 0 for j in gpu)
+    assert not any("--device" in j.argv for j in jobs if j.size < len(study.FAMILIES[j.family].widths))
+    assert [j.folder for j in study.main_jobs(rows)[0]] == [j.folder for j in jobs if j not in gpu]
+    cpu_main = next(j for j in jobs if j.kind == "main" and j.size == 3)
+    order = sorted([gpu[0], study.sweep_jobs(rows, large=True)[-1], cpu_main], key=study.priority)
+    assert [(j.kind, j.size >= cpu) for j in order] == [("main", False), ("sweep", True), ("main", True)]
+
+
+def test_merge_adds_only_the_runs_this_results_file_lacks(study):
+    ours = [{"run_dir": "runs/scaling/main/a", "val_loss": 2.0}]
+    theirs = [{"run_dir": "runs/scaling/main/a", "val_loss": 9.0}, {"run_dir": "runs/scaling/main/b", "val_loss": 1.9}]
+    assert study.merged_rows(ours, theirs) == [theirs[1]]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_gpu_sh_refuses_in_one_line_where_there_is_no_cuda(tmp_path):
+    import subprocess
+    import sys
+
+    script = SCRIPT.parent / "gpu.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={"PYTHON": sys.executable,
+                          "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "gpu.sh: no CUDA device here; the GPU sizes are a GPU job (run.py alone trains the CPU grid)"
+    ]
+
+
 def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_results(study):
     """fit/ was fitted from the committed results.json (its sha256), and schedule.md, benchmarks/lm/token_shift.md
     and the <!-- scaling:summary --> blocks of both READMEs are what --render writes from them: rows that land
