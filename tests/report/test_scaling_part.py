@@ -105,7 +105,7 @@ def test_the_section_shows_the_fits_numbers_beside_the_papers_gaps(part_dir):
     base = by_model["AoT-MSSA-L Base"]
     assert base["paper: gap"] == f"{100 * lm_gap('AoT-MSSA-L Base'):+.1f} %"
     assert base["gap to GPT-2 [95 %]"] == with_interval(fit["points"][1]["gap"], "+.1f", 100, " %")
-    assert set(results["figures"]) == {"fit/frontier.png", "fit/gap.png"}
+    assert set(results["figures"]) == {"fit/frontier.png", "fit/gap.png", "fit/matched.png"}
     # the law-free gaps at matched size and budget: every aot-mssa run against the gpt2 run of its (N, D)
     loss = {
         (r["family"], r["non_embedding_params"], r["tokens"]): r["val_loss"]

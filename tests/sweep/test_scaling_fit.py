@@ -272,7 +272,7 @@ def test_the_command_writes_the_fit_table_and_figures(tmp_path, capsys):
     assert largest["flops"] == pytest.approx(max(r["training_flops"] for r in json.loads(FIXTURE.read_text())["runs"]))
     frontier = largest["families"]["aot-mssa"]
     assert f"| largest run | {largest['flops']:.3g} | aot-mssa | {100 * frontier['value']:+.1f} % [" in table
-    for figure in ("frontier.png", "gap.png"):
+    for figure in ("frontier.png", "gap.png", "matched.png"):
         assert (out / figure).stat().st_size > 10_000
     assert "wrote" in capsys.readouterr().out
 

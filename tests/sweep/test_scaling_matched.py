@@ -45,3 +45,19 @@ def test_the_table_has_a_row_per_family_and_size_and_a_column_per_budget():
     mhsa = next(x for x in lines if x.startswith("| mhsa | 0.53 M | 0.30 M – 0.67 M (interpolated) |"))
     assert mhsa.endswith("| — |")
     assert "yet" in matched_markdown([], "gpt2", {"gpt2": "GPT-2"})
+
+
+def test_the_figure_draws_one_line_per_family_and_budget_along_n(tmp_path):
+    from aot.sweep.scaling.figures import draw_matched, matched_series
+
+    runs = [*REF, run("mhsa", 1.0e6, 1e6, 1.9), run("mhsa", 5.3e5, 1e6, 2.03), run("mssa", 3.0e5, 4e6, 1.804)]
+    gaps = matched_gaps(runs, "gpt2")
+    series = matched_series(gaps)
+    assert list(series) == [("mhsa", 1e6), ("mssa", 4e6)]
+    ns, values = series[("mhsa", 1e6)]
+    assert ns == [5.3e5, 1.0e6]  # in increasing N, whatever the order of the runs
+    by_n = {g.params: g for g in gaps if g.family == "mhsa"}
+    assert values == [pytest.approx(100 * by_n[n].gap, rel=1e-12) for n in ns]
+    assert series[("mssa", 4e6)][1] == [pytest.approx(100 * (1.804 / 1.64 - 1), rel=1e-12)]
+    path = draw_matched(gaps, "gpt2", tmp_path / "matched.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000

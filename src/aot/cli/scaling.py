@@ -29,7 +29,9 @@ family needs >= 5 runs at >= 2 sizes and >= 2 budgets.
 
 Writes into --out: results.json (the fits, the compute frontier: the lowest fitted loss per training-FLOPs
 budget over N; with --reference, the gap L_family / L_reference - 1 along it; the --at points), table.md (E, A,
-alpha, B, beta per family with intervals; the points) and frontier.png / gap.png.
+alpha, B, beta per family with intervals; the points), frontier.png and, with --reference, gap.png and matched.png
+(the gap to the reference at the same N and D read off the runs, no law: the reference interpolated in log N
+between its sizes at that budget, never extrapolated).
 """
 
 EXAMPLES = f"""\

@@ -199,6 +199,8 @@ def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
                 "recorded size and its compute frontier (95 % band; dashed: extrapolated)",
                 "fit/gap.png": "The gap to GPT-2 on the compute frontiers, with its 95 % band; beyond the largest run "
                 "an extrapolation",
+                "fit/matched.png": "The gap to GPT-2 at matched size and budget against N, read off the runs without a "
+                "law (GPT-2 interpolated in log N between its sizes; filled: two seeds)",
             },
         ),
     }

@@ -1,9 +1,11 @@
 """The figures of a fitted study (:func:`aot.sweep.scaling.study.fit_study`'s results): loss against training FLOPs
 per family with its fitted compute frontier, and the gap to the reference family against compute, each with its
-bootstrap band. Beyond the largest recorded run the lines are dashed: an extrapolation."""
+bootstrap band (beyond the largest recorded run the lines are dashed: an extrapolation); and the law-free gap to the
+reference at matched size and budget against N."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import numpy as np
 
 from aot.sweep.scaling.frontier import FlopsModel
 from aot.sweep.scaling.law import Law
+from aot.sweep.scaling.matched import MatchedGap
 
 
 def _pyplot() -> Any:
@@ -100,3 +103,43 @@ def draw_gap(results: dict[str, Any], path: Path) -> Path:
     ax.annotate("largest run → extrapolation", (edge, 0), xytext=(4, 6), textcoords="offset points", fontsize=7)
     label = f"loss gap to {results['reference']} on the frontier (%)"
     return _finish(plt, fig, ax, path, label, "L_family / L_reference − 1 at equal compute (95 % band)")
+
+
+def matched_series(gaps: Sequence[MatchedGap]) -> dict[tuple[str, float], tuple[list[float], list[float]]]:
+    """The lines of :func:`draw_matched`: for each (family, budget D), its sizes N in increasing order and the gap
+    to the reference there, in %."""
+    series: dict[tuple[str, float], tuple[list[float], list[float]]] = {}
+    for g in sorted(gaps, key=lambda g: (g.family, g.tokens, g.params)):
+        ns, values = series.setdefault((g.family, g.tokens), ([], []))
+        ns.append(g.params)
+        values.append(100 * g.gap)
+    return series
+
+
+def draw_matched(gaps: Sequence[MatchedGap], reference: str, path: Path) -> Path:
+    """The law-free gap to ``reference`` against N (:mod:`aot.sweep.scaling.matched`): one colour per family, one
+    line style per token budget; hollow markers where a point stands on one seed of each side."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    families = sorted({g.family for g in gaps})
+    budgets = sorted({g.tokens for g in gaps})
+    styles = ["-", "--", ":", "-."]
+    seeds = {(g.family, g.tokens, g.params): g.seeds > 1 or g.reference_seeds > 1 for g in gaps}
+    for (family, tokens), (ns, values) in matched_series(gaps).items():
+        color = colors[families.index(family) % len(colors)]
+        style = styles[budgets.index(tokens) % len(styles)]
+        ax.plot(ns, values, style, color=color, lw=1.5, label=f"{family}, {tokens / 1e6:.3g} M tokens")
+        for n, v in zip(ns, values, strict=True):
+            ax.plot([n], [v], "o", color=color, ms=5, mfc=color if seeds[(family, tokens, n)] else "white")
+    ax.axhline(0, color="grey", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("non-embedding parameters N")
+    ax.set_ylabel(f"loss gap to {reference} at the same N and D (%)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    title = f"L_family / L_{reference} − 1 read off the runs, no law ({reference} interpolated in log N, log L); "
+    ax.set_title(title + "filled: ≥ 2 seeds", fontsize=8)
+    fig.savefig(path, dpi=120, format="png")
+    plt.close(fig)
+    return path

@@ -1,7 +1,8 @@
 """What ``aot scaling fit RESULTS --out DIR`` does: read the runs of a file, fit the study, and write DIR/results.json
 (the fit: every law with its intervals, the frontier, the gaps, the points, the runs read, the machine), DIR/table.md
-and the figures DIR/frontier.png and DIR/gap.png (with a reference family). Every input is checked before any work
-and nothing is written when one is refused; the files are replaced atomically under the folder's lock."""
+and the figures DIR/frontier.png, and with a reference family DIR/gap.png and DIR/matched.png (the gap at matched N
+and D, no law). Every input is checked before any work and nothing is written when one is refused; the files are
+replaced atomically under the folder's lock."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 from aot.errors import ConfigError
 from aot.run_folder import RESULTS_FILE, atomic_target, check_output_dir, file_sha256, folder_lock, write_text_atomic
 from aot.runinfo import machine_info
-from aot.sweep.scaling.figures import draw_frontier, draw_gap
+from aot.sweep.scaling.figures import draw_frontier, draw_gap, draw_matched
+from aot.sweep.scaling.matched import matched_gaps
 from aot.sweep.scaling.render import study_markdown
 from aot.sweep.scaling.runs import read_scaling_runs
 from aot.sweep.scaling.study import FitSettings, Point, fit_study
@@ -22,6 +24,7 @@ from aot.sweep.scaling.study import FitSettings, Point, fit_study
 TABLE_FILE = "table.md"
 FRONTIER_FIGURE = "frontier.png"
 GAP_FIGURE = "gap.png"
+MATCHED_FIGURE = "matched.png"
 POINT_FORM = "LABEL=FAMILY,N,D (e.g. 'GPT-2 Base=transformer,85e6,2.95e11')"
 
 
@@ -89,6 +92,10 @@ def fit_runs_file(
         if reference is not None:
             with atomic_target(out / GAP_FIGURE) as scratch:
                 draw_gap(results, scratch)
+            gaps = matched_gaps(runs, reference)
+            if gaps:
+                with atomic_target(out / MATCHED_FIGURE) as scratch:
+                    draw_matched(gaps, reference, scratch)
         write_text_atomic(out / TABLE_FILE, markdown)
         write_text_atomic(out / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
     return results
