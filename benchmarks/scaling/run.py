@@ -90,6 +90,11 @@ class Family:
     def is_large(self, size: int) -> bool:
         return size >= len(self.widths)
 
+    @property
+    def largest_gpu_size(self) -> int:
+        """The size index of the largest GPU size (where its lr is swept)."""
+        return len(self.widths) + len(self.large) - 1
+
 
 DEFAULT_BUDGETS = (250, 500, 1000)  # 1, 2, 4 M tokens
 SMALL_BUDGETS = (250, 500, 1000, 2000)  # + 8 M tokens for the two smallest sizes (>= 13 tokens per parameter)
@@ -110,7 +115,7 @@ SWEPT_SIZES = (0, 2)  # indices into a family's widths: the CPU grid's lr rule r
 
 def swept_sizes(family: Family, large: bool) -> tuple[int, ...]:
     """The sizes whose lr is swept: SWEPT_SIZES, and with ``large`` the largest GPU size too."""
-    return SWEPT_SIZES + ((len(family.widths) + len(family.large) - 1,) if large and family.large else ())
+    return SWEPT_SIZES + ((family.largest_gpu_size,) if large and family.large else ())
 
 
 def lr_anchors(family: Family, size: int) -> tuple[int, int]:
@@ -118,7 +123,7 @@ def lr_anchors(family: Family, size: int) -> tuple[int, int]:
     run keeps the lr it was trained at when the GPU sizes are swept); for a GPU size, the CPU grid's larger swept
     size and the largest GPU size (a 10× step in N, not an extrapolation from 1 M parameters)."""
     if family.is_large(size):
-        return SWEPT_SIZES[-1], len(family.widths) + len(family.large) - 1
+        return SWEPT_SIZES[-1], family.largest_gpu_size
     return SWEPT_SIZES[0], SWEPT_SIZES[-1]
 
 
@@ -752,9 +757,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.time()
     rows = read_rows()
+    large = args.large or args.only == "large"
     while True:
-        sweeps = sweep_jobs(rows, args.large or args.only == "large")
-        mains, waiting = main_jobs(rows, args.large or args.only == "large")
+        sweeps = sweep_jobs(rows, large)
+        mains, waiting = main_jobs(rows, large)
         mains += cosine_jobs(rows) + remedy_jobs(rows)
         if args.only == "large":
             sweeps, mains = large_jobs(sweeps), large_jobs(mains)

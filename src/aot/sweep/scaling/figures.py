@@ -43,14 +43,18 @@ def _split_plot(ax: Any, x: np.ndarray, y: np.ndarray, edge: float, color: Any, 
         ax.plot(x[start:], y[start:], "--", color=color, lw=1.4)
 
 
-def _finish(plt: Any, fig: Any, ax: Any, path: Path, y_label: str, title: str) -> Path:
-    """Log FLOPs axis, labels, grid, legend and title; the PNG written to ``path`` (a scratch name is fine)."""
+def _finish(
+    plt: Any, fig: Any, ax: Any, path: Path, y_label: str, title: str, x_label: str = "training FLOPs",
+    legend: dict[str, Any] | None = None, title_size: float = 9,
+) -> Path:  # fmt: skip
+    """Log x axis (training FLOPs unless ``x_label`` says), labels, grid, legend (``legend``: its options, default
+    font size 8) and title; the PNG written to ``path`` (a scratch name is fine)."""
     ax.set_xscale("log")
-    ax.set_xlabel("training FLOPs")
+    ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=9)
+    ax.legend(**(legend or {"fontsize": 8}))
+    ax.set_title(title, fontsize=title_size)
     fig.savefig(path, dpi=120, format="png")
     plt.close(fig)
     return path
@@ -133,13 +137,8 @@ def draw_matched(gaps: Sequence[MatchedGap], reference: str, path: Path) -> Path
         for n, v in zip(ns, values, strict=True):
             ax.plot([n], [v], "o", color=color, ms=5, mfc=color if seeds[(family, tokens, n)] else "white")
     ax.axhline(0, color="grey", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("non-embedding parameters N")
-    ax.set_ylabel(f"loss gap to {reference} at the same N and D (%)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
+    label = f"loss gap to {reference} at the same N and D (%)"
     title = f"L_family / L_{reference} − 1 read off the runs, no law ({reference} interpolated in log N, log L); "
-    ax.set_title(title + "filled: ≥ 2 seeds", fontsize=8)
-    fig.savefig(path, dpi=120, format="png")
-    plt.close(fig)
-    return path
+    title += "filled: ≥ 2 seeds"
+    legend = {"fontsize": 7, "ncol": 2}
+    return _finish(plt, fig, ax, path, label, title, "non-embedding parameters N", legend, title_size=8)
