@@ -216,6 +216,14 @@ def test_gpu_sh_refuses_in_one_line_where_there_is_no_cuda(tmp_path):
     ]
 
 
+def test_the_render_steps_run_at_once_and_a_failing_one_fails_the_render(study, monkeypatch):
+    """--render's fits run in their own processes together; the render stops with the first failure's exit code,
+    whichever process it came from."""
+    monkeypatch.setenv("PYTHONPATH", str(SCRIPT.parents[2] / "src"))
+    assert study.run_steps_at_once([["--help"], ["--help"]]) == 0
+    assert study.run_steps_at_once([["--help"], ["no-such-command"]]) != 0
+
+
 def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_results(study):
     """fit/ was fitted from the committed results.json (its sha256), and schedule.md, benchmarks/lm/token_shift.md
     and the <!-- scaling:summary --> blocks of both READMEs are what --render writes from them: rows that land
