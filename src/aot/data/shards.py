@@ -1,8 +1,11 @@
-"""Token shards cached as memmaps, and a batch sampler whose position is one integer (the step).
+"""Token data for language models: the corpus cache, prepared shard folders, and a batch sampler whose position is
+one integer (the step).
 
-``prepare_lm_data(corpus, tokenizer)`` tokenizes each contiguous split once and caches it under
-``<data dir>/shards/<corpus key>/<tokenizer>/{train,val,test}.bin`` (uint16, or uint32 for vocabularies over
-65,535) with a ``meta.json``. Later runs open the files as read-only memmaps.
+There is one data path. ``prepare_lm_data(corpus, tokenizer)`` prepares a corpus named by ``--corpus`` (a registered
+name, a text file or folder, ``hf:NAME``) once with :func:`aot.data.prepare.prepare` into
+``<data dir>/prepared/<corpus key>/split-<val>-<test>/<tokenizer>/`` — llm.c shards with a ``meta.json`` — and
+opens it; ``open_lm_data(DIR)`` opens a folder that ``aot data prepare`` wrote (``--data``), or llm.c shards from
+elsewhere. Either way each shard is a read-only memmap and a split is a :class:`aot.data.shardset.TokenSplit`.
 
 :class:`LMBatches` draws the global batch of step ``s`` from a generator seeded by ``(seed, s)`` alone, so the
 data position is exactly the step: resuming at step ``s`` reproduces the batches an uninterrupted run would see,
@@ -12,18 +15,27 @@ number of processes).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from aot.data.corpora import SPLITS, corpus_key, data_dir, load_text, split_text
-from aot.data.tokenizers import Tokenizer, get_tokenizer
+from aot.data.corpora import data_dir
+from aot.data.prepare import META_FILE, PrepareOptions, prepare
+from aot.data.shardset import TokenSplit, open_shards
+from aot.data.sources import content_key, resolve
+from aot.data.tokenizers import BPE_FILE, Tokenizer, TrainedBPE, get_tokenizer
 from aot.errors import AotError
-from aot.run_folder import atomic_target, write_text_atomic
+from aot.run_folder import FolderBusy
+
+#: the corpus cache tokenizes in this process below this many bytes of text, in worker processes above
+INLINE_BYTES = 64 << 20
+#: how long a run waits for another process that is preparing the same corpus into the cache
+CACHE_WAIT_SECONDS = 3600.0
 
 
 @dataclass
@@ -31,24 +43,29 @@ class LMData:
     """The three token splits of a corpus and the tokenizer that made them."""
 
     tokenizer: Tokenizer
-    splits: dict[str, np.ndarray]  # split name -> 1-D token ids (a memmap)
-    split_bytes: dict[str, int]  # UTF-8 bytes of each split's text
-    key: str  # corpus cache key
+    splits: dict[str, TokenSplit]  # split name -> its tokens (memmapped shards)
+    split_bytes: dict[str, int]  # UTF-8 bytes of each split's text (empty for llm.c shards from elsewhere)
+    key: str  # cache / fingerprint key of the data
     folder: Path
+    notes: list[str] = field(default_factory=list)
 
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
     def info(self) -> dict[str, Any]:
-        return {
+        info: dict[str, Any] = {
             "corpus_key": self.key,
             "tokenizer": self.tokenizer.name,
             "vocab_size": self.vocab_size,
             "tokens": {name: len(tokens) for name, tokens in self.splits.items()},
             "bytes": dict(self.split_bytes),
+            "shards": {name: len(tokens.parts) for name, tokens in self.splits.items()},
             "folder": str(self.folder),
         }
+        if self.notes:
+            info["notes"] = list(self.notes)
+        return info
 
 
 def token_dtype(vocab_size: int) -> type[np.unsignedinteger]:
@@ -62,35 +79,52 @@ def prepare_lm_data(
     test_fraction: float = 0.05,
     root: Path | None = None,
 ) -> LMData:
-    """Tokenize corpus ``corpus`` with ``tokenizer_name`` (once; cached as memmaps) and open its splits."""
-    text = load_text(corpus, root)
-    if len(text) < 1000:
-        raise AotError(f"corpus {corpus!r} has only {len(text)} characters; give at least a few thousand")
-    key = corpus_key(corpus, text)
-    split_tag = f"split-{val_fraction:g}-{test_fraction:g}"
-    base = (root or data_dir()) / "shards" / key / split_tag
-    texts = split_text(text, val_fraction, test_fraction)
-    tokenizer = get_tokenizer(tokenizer_name, train_text=texts["train"], cache_dir=base / "tokenizers")
-    folder = base / tokenizer.name
-    meta_path = folder / "meta.json"
-    if not meta_path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {"corpus": corpus, "tokenizer": tokenizer.name, "vocab_size": tokenizer.vocab_size}
-        dtype = token_dtype(tokenizer.vocab_size)
-        for name in SPLITS:
-            ids = np.asarray(tokenizer.encode(texts[name]), dtype=dtype)
-            with atomic_target(folder / f"{name}.bin") as scratch:  # concurrent runs may write it too
-                ids.tofile(scratch)
-            meta[f"{name}_tokens"] = len(ids)
-            meta[f"{name}_bytes"] = len(texts[name].encode("utf-8"))
-        meta["dtype"] = np.dtype(dtype).name
-        write_text_atomic(meta_path, json.dumps(meta, indent=2) + "\n")  # last: its presence means all shards are whole
-    meta = json.loads(meta_path.read_text())
-    splits: dict[str, np.ndarray] = {
-        name: np.memmap(folder / f"{name}.bin", dtype=np.dtype(str(meta["dtype"])), mode="r") for name in SPLITS
-    }
-    split_bytes = {name: int(meta[f"{name}_bytes"]) for name in SPLITS}
-    return LMData(tokenizer, splits, split_bytes, key, folder)
+    """Prepare corpus ``corpus`` with ``tokenizer_name`` into the cache (once) and open its splits. One text (a
+    registered corpus, a ``.txt`` file) is split contiguously, the package's split since its first release: the
+    tokens equal those of encoding each split's text in one call."""
+    sources = resolve([corpus], root)
+    key = content_key(corpus, sources)
+    folder = (root or data_dir()) / "prepared" / key / f"split-{val_fraction:g}-{test_fraction:g}" / tokenizer_name
+    options = PrepareOptions(tokenizer=tokenizer_name, val_fraction=val_fraction, test_fraction=test_fraction)
+    workers = 0 if sources.hf is None and sources.total_bytes < INLINE_BYTES else None
+    waited = False
+    deadline = time.monotonic() + CACHE_WAIT_SECONDS
+    while not (folder / META_FILE).is_file():
+        try:
+            prepare(sources, folder, options, workers=workers, progress=False)
+        except FolderBusy:  # another run prepares the same corpus: wait for its meta.json
+            if time.monotonic() > deadline:
+                raise
+            if not waited:
+                print(f"aot: waiting for another process preparing {folder}", file=sys.stderr, flush=True)
+                waited = True
+            time.sleep(0.5)
+    data = open_lm_data(folder)
+    data.key = key  # the corpus key runs have always recorded in their fingerprint
+    return data
+
+
+def open_lm_data(
+    spec: str | Path, tokenizer_name: str | None = None, verify: bool = True, rank: int = 0, world: int = 1
+) -> LMData:
+    """The splits of a prepared folder or of llm.c shards (:func:`aot.data.shardset.open_shards`). The tokenizer is
+    the one the folder records; shards from elsewhere record none, so ``tokenizer_name`` names it. A token id that
+    the tokenizer's vocabulary cannot hold is one line, before any training."""
+    shards = open_shards(spec, verify=verify, rank=rank, world=world)
+    if shards.tokenizer is not None:
+        if shards.tokenizer.startswith("bpe-"):
+            tokenizer: Tokenizer = TrainedBPE.load(shards.folder / BPE_FILE)
+        else:
+            tokenizer = get_tokenizer(shards.tokenizer)
+    else:
+        tokenizer = get_tokenizer(tokenizer_name or "gpt2")
+    for split, max_id in shards.max_ids.items():
+        if max_id >= tokenizer.vocab_size:
+            raise AotError(
+                f"the {split} shards of {str(spec)!r} hold token id {max_id}, outside tokenizer {tokenizer.name}'s "
+                f"vocabulary of {tokenizer.vocab_size}; name the tokenizer the shards were made with (--tokenizer)"
+            )
+    return LMData(tokenizer, shards.splits, shards.split_bytes, shards.key, shards.folder, shards.notes)
 
 
 class LMBatches:
@@ -101,7 +135,14 @@ class LMBatches:
     predictions. The offsets of a step depend only on ``(seed, step)``: the position in the data is the step
     number."""
 
-    def __init__(self, tokens: np.ndarray, batch_size: int, block_size: int, seed: int = 0) -> None:
+    def __init__(
+        self,
+        tokens: np.ndarray | TokenSplit,
+        batch_size: int,
+        block_size: int,
+        seed: int = 0,
+        vocab_size: int | None = None,
+    ) -> None:
         if len(tokens) <= block_size + 1:
             raise AotError(
                 f"the training split has {len(tokens)} tokens, fewer than block_size + 1 = {block_size + 1}; "
@@ -111,6 +152,7 @@ class LMBatches:
         self.batch_size = batch_size
         self.block_size = block_size
         self.seed = seed
+        self.vocab_size = vocab_size  # when given, a window with an id outside the vocabulary is one line
 
     def offsets(self, step: int) -> np.ndarray:
         rng = np.random.default_rng([self.seed, step])
@@ -120,13 +162,18 @@ class LMBatches:
         """``(tokens,)``: one (stop - start, block_size) int64 tensor, inputs and labels at once."""
         rows = self.offsets(step)[start:stop]
         windows = np.stack([np.asarray(self.tokens[o : o + self.block_size], dtype=np.int64) for o in rows])
+        if self.vocab_size is not None and windows.size and int(windows.max()) >= self.vocab_size:
+            raise AotError(
+                f"the training data holds token id {int(windows.max())} (step {step}), outside the model's vocabulary "
+                f"of {self.vocab_size}; the shards were made with another tokenizer: name it with --tokenizer"
+            )
         return (torch.from_numpy(windows),)
 
     def tokens_per_sample(self) -> int:
         return self.block_size
 
 
-def eval_windows(tokens: np.ndarray, block_size: int, max_windows: int | None = None) -> np.ndarray:
+def eval_windows(tokens: np.ndarray | TokenSplit, block_size: int, max_windows: int | None = None) -> np.ndarray:
     """Start offsets of non-overlapping windows that cover the split (every token predicted once); with
     ``max_windows``, that many spread evenly over the split."""
     n_windows = (len(tokens) - 1) // block_size

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import re
 from functools import lru_cache
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -39,15 +40,34 @@ class Tokenizer(Protocol):
 
     def token_byte_lengths(self) -> np.ndarray: ...
 
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]: ...
+
+
+#: the byte that separates documents for the byte tokenizer (NUL: text files do not hold it; a file with one is
+#: skipped as binary by :mod:`aot.data.sources`)
+BYTE_EOT = 0
+#: the end-of-text token of GPT-2 and of a BPE trained on documents
+EOT_TEXT = "<|endoftext|>"
+
+
+def eot_id(tokenizer: Tokenizer) -> int | None:
+    """The id that separates documents in prepared shards: GPT-2's ``<|endoftext|>`` (50256), the byte tokenizer's
+    NUL, a trained BPE's ``<|endoftext|>`` when it was trained with one (on documents), else ``None``."""
+    return getattr(tokenizer, "eot_id", None)
+
 
 class ByteTokenizer:
     """UTF-8 bytes: token id = byte value."""
 
     name = "bytes"
     vocab_size = 256
+    eot_id = BYTE_EOT
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
 
     def decode(self, ids: list[int]) -> str:
         return bytes(ids).decode("utf-8", errors="replace")
@@ -62,6 +82,7 @@ class GPT2Tokenizer:
 
     name = "gpt2"
     vocab_size = 50257
+    eot_id = 50256
 
     def __init__(self) -> None:
         self.encoding = _gpt2_encoding()
@@ -69,13 +90,21 @@ class GPT2Tokenizer:
     def encode(self, text: str) -> list[int]:
         return self.encoding.encode_ordinary(text)
 
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """tiktoken's ``encode_ordinary_batch`` on one thread (the parallelism is the caller's: worker processes)."""
+        ids = self.encoding.encode_ordinary_batch(texts, num_threads=1)
+        return [np.asarray(row, dtype=np.uint16) for row in ids]
+
     def decode(self, ids: list[int]) -> str:
         return self.encoding.decode(list(ids))
 
     def token_byte_lengths(self) -> np.ndarray:
-        return np.array(
+        """UTF-8 bytes per token; ``<|endoftext|>`` stands for no text (0): it only separates documents."""
+        lengths = np.array(
             [len(self.encoding.decode_single_token_bytes(i)) for i in range(self.vocab_size)], dtype=np.int64
         )
+        lengths[self.eot_id] = 0
+        return lengths
 
 
 @lru_cache(maxsize=1)
@@ -113,9 +142,17 @@ class TrainedBPE:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.name = f"bpe-{vocab_size}"
+        self.eot_id: int | None = tokenizer.token_to_id(EOT_TEXT)
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> TrainedBPE:
+        """Train on ``text``, line by line."""
+        return cls.train_from_lines(text.splitlines(keepends=True), vocab_size)
+
+    @classmethod
+    def train_from_lines(cls, lines: Iterable[str], vocab_size: int, with_eot: bool = False) -> TrainedBPE:
+        """Train on ``lines`` (an iterable of strings, read once); ``with_eot`` adds ``<|endoftext|>`` as a special
+        token (id 0), the separator of documents."""
         _require_tokenizers()
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import decoders, models, pre_tokenizers, trainers
@@ -126,11 +163,10 @@ class TrainedBPE:
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            special_tokens=[],
+            special_tokens=[EOT_TEXT] if with_eot else [],
             show_progress=False,
         )
-        chunks = text.splitlines(keepends=True)
-        tok.train_from_iterator(chunks, trainer=trainer)
+        tok.train_from_iterator(lines, trainer=trainer)
         return cls(tok, tok.get_vocab_size())
 
     @classmethod
@@ -149,6 +185,10 @@ class TrainedBPE:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text).ids)
 
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        dtype = np.uint16 if self.vocab_size <= 65536 else np.uint32
+        return [np.asarray(e.ids, dtype=dtype) for e in self.tokenizer.encode_batch(texts)]
+
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(list(ids))
 
@@ -157,6 +197,8 @@ class TrainedBPE:
         lengths = np.zeros(self.vocab_size, dtype=np.int64)
         for token, index in self.tokenizer.get_vocab().items():
             lengths[index] = sum(1 for char in token if char in byte_of)
+        if self.eot_id is not None:
+            lengths[self.eot_id] = 0
         return lengths
 
 

@@ -9,6 +9,7 @@ override it, in that order. :func:`aot.tasks.run_task` runs it.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any, ClassVar
 import torch
 
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, check_hub_corpus, fetch_corpus, is_fetched
-from aot.data.shards import LMBatches, LMData, prepare_lm_data
+from aot.data.shards import LMBatches, LMData, open_lm_data, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, GPT2Tokenizer, save_tokenizer
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
@@ -25,21 +26,27 @@ from aot.models import build_model
 from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
-from aot.train.distributed import barrier
+from aot.train.distributed import barrier, env_from_torchrun
 from aot.train.trainer import Trainer, TrainResult
 from aot.validation import Limit, at_least, within
 
 
 @dataclass
 class LMDataConfig:
-    """corpus: a registered name (shakespeare, austen), a .txt file / folder, or hf:NAME.
-    tokenizer: bytes, gpt2 or bpe-N. fetch: fetch the default corpus when it is missing."""
+    """corpus: a registered name (shakespeare, austen), a .txt / .jsonl / .parquet file, a folder, or hf:NAME,
+    prepared once into the cache (:func:`aot.data.shards.prepare_lm_data`). shards (``--data``): instead of a
+    corpus, a folder written by ``aot data prepare`` or llm.c ``.bin`` shards (a folder or a glob); the tokenizer then
+    comes from the folder's meta.json (shards from elsewhere: ``tokenizer`` names it). tokenizer: bytes, gpt2 or
+    bpe-N. fetch: fetch the default corpus when it is missing. verify: check each prepared shard's sha256 before
+    training (the ranks of a distributed run share the work)."""
 
     corpus: str = DEFAULT_CORPUS
     tokenizer: str = "bytes"
     val_fraction: float = 0.05
     test_fraction: float = 0.05
     fetch: bool = True
+    shards: str | None = None
+    verify: bool = True
 
     LIMITS: ClassVar[dict[str, Limit]] = {
         "val_fraction": within(0, 1, low_open=True, high_open=True),
@@ -139,6 +146,17 @@ def _vocab_field(tokenizer: str) -> dict[str, int]:
     return {"vocab_size": known[tokenizer]} if tokenizer in known else {}
 
 
+def _tokenizer_of(data_cfg: LMDataConfig) -> str:
+    """The tokenizer a run will use: a prepared folder's (its meta.json), else ``data.tokenizer``."""
+    if data_cfg.shards is not None:
+        meta = Path(data_cfg.shards).expanduser() / "meta.json"
+        try:
+            return str(json.loads(meta.read_text())["tokenizer"]["name"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # llm.c shards from elsewhere, or a damaged folder: opening the data says which
+    return data_cfg.tokenizer
+
+
 def check_splits(data: LMData, data_cfg: LMDataConfig, block_size: int) -> None:
     """Every split must hold a window of ``block_size + 1`` tokens (a context and its next tokens; training draws
     windows from one token more): one line naming the split, its size and the fix, before the trainer exists."""
@@ -167,7 +185,13 @@ def lm_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Te
 
 def load_lm_data(data_cfg: LMDataConfig, is_main: bool) -> LMData:
     """The corpus tokenized into train / val / test shards: the main process tokenizes (once, cached), then the
-    others read the cache."""
+    others read the cache. With ``data.shards``, the prepared folder or llm.c shards it names (each rank checks its
+    share of the shards' sha256)."""
+    if data_cfg.shards is not None:
+        env = env_from_torchrun()
+        return open_lm_data(
+            data_cfg.shards, data_cfg.tokenizer, verify=data_cfg.verify, rank=env.rank, world=env.world_size
+        )
     ensure_corpus(data_cfg, is_main)
     prepare = lambda: prepare_lm_data(  # noqa: E731
         data_cfg.corpus, data_cfg.tokenizer, data_cfg.val_fraction, data_cfg.test_fraction
@@ -215,6 +239,12 @@ class LMTask(Task[LMData]):
                 sets_field("data", "corpus"),
             ),
             TaskOption(
+                "--data",
+                "train from token shards instead of --corpus: a folder made by `aot data prepare`, or llm.c .bin "
+                "shards (a folder or a glob, e.g. 'fineweb10B/fineweb_*.bin': name their tokenizer with --tokenizer)",
+                sets_field("data", "shards"),
+            ),
+            TaskOption(
                 "--tokenizer", "bytes, gpt2 (needs aot[gpt2]) or bpe-N, e.g. bpe-4096", sets_field("data", "tokenizer")
             ),
             TaskOption(
@@ -229,8 +259,9 @@ class LMTask(Task[LMData]):
     def check(self, run: LMRun) -> None:
         """An ``hf:`` corpus's hub must answer (checked first: it takes a second, the memory check more), and the
         run's training step must fit in memory (with the vocabulary its tokenizer will give)."""
-        check_hub_corpus(run.data.corpus)
-        cfg = run.model_config(**_vocab_field(run.data.tokenizer))
+        if run.data.shards is None:
+            check_hub_corpus(run.data.corpus)
+        cfg = run.model_config(**_vocab_field(_tokenizer_of(run.data)))
         self.check_memory(run, cfg, cfg.block_size)
 
     def load_data(self, run: LMRun, is_main: bool) -> LMData:
@@ -258,15 +289,13 @@ class LMTask(Task[LMData]):
                 "val_windows": scores["windows"],  # a sample of the split: the final evaluation scores all of it
             }
 
-        fingerprint = {
-            "model": model.cfg.to_dict(),
-            "data": {
-                "corpus_key": data.key,
-                "tokenizer": data.tokenizer.name,
-                "split": [run.data.val_fraction, run.data.test_fraction],
-            },
-        }
-        batches = LMBatches(data.splits["train"], run.train.batch_size, context, seed=run.train.seed)
+        data_print: dict[str, Any] = {"corpus_key": data.key, "tokenizer": data.tokenizer.name}
+        if run.data.shards is None:  # a prepared folder's key already names its split
+            data_print["split"] = [run.data.val_fraction, run.data.test_fraction]
+        fingerprint = {"model": model.cfg.to_dict(), "data": data_print}
+        batches = LMBatches(
+            data.splits["train"], run.train.batch_size, context, seed=run.train.seed, vocab_size=data.vocab_size
+        )
         return Setup(batches, lm_loss, periodic_eval, fingerprint, state=token_bytes)
 
     def final_eval(self, run: LMRun, data: LMData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
@@ -305,10 +334,16 @@ class LMTask(Task[LMData]):
             f"({train['tokens_per_second']:,.0f} tok/s): val loss {val['loss']:.4f}{_error(val)} "
             f"(ppl {val['perplexity']:.2f}, {val['nats_per_byte']:.3f} nats/byte, {val['bits_per_byte']:.3f} bpb; "
             f"{_coverage(val)}; periodic evaluations: {periodic} windows), "
-            f"test loss {test['loss']:.4f}{_error(test)}; bigram {bigram:.3f} nats/byte -> "
+            f"test loss {test['loss']:.4f}{_error(test)}{_notes(results)}; bigram {bigram:.3f} nats/byte -> "
             f"{'beats' if results['beats_bigram'] else 'does NOT beat'} the bigram. "
             f"Wrote {out / 'results.json'}"
         )
+
+
+def _notes(results: dict[str, Any]) -> str:
+    """What the data says about its splits (shards without a test split score val as test)."""
+    notes = results.get("data", {}).get("notes", [])
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _error(scores: dict[str, Any]) -> str:
@@ -327,10 +362,7 @@ def _coverage(scores: dict[str, Any]) -> str:
 
 def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, token_bytes: Any) -> dict[str, Any]:
     """lm's entries of results.json: parameter counts, tokens and MFU, val / test scores, the n-gram baselines."""
-    baselines = {
-        split: ngram_baselines(data.splits["train"], data.splits[split], data.vocab_size, token_bytes)
-        for split in ("val", "test")
-    }
+    baselines = lm_baselines(data, token_bytes)
     bigram = baselines["val"]["bigram"]["nats_per_byte"]
     return {
         "model": model_summary(model, model.cfg),
@@ -348,6 +380,27 @@ def lm_results(model: AotModel, data: LMData, result: TrainResult, final: dict, 
         "baselines": baselines,
         "beats_bigram": final["val"]["nats_per_byte"] < bigram,
     }
+
+
+#: the n-gram baselines are fitted on at most this many training tokens and scored on at most this many held-out
+#: ones (every recorded corpus is smaller: their baselines are exact); past that, on an even sample of the split
+BASELINE_TRAIN_TOKENS = 32_000_000
+BASELINE_HELD_OUT_TOKENS = 4_000_000
+
+
+def lm_baselines(data: LMData, token_bytes: Any) -> dict[str, Any]:
+    """Unigram and bigram baselines on val and test (:func:`aot.eval.lm.ngram_baselines`), in bounded time and
+    memory: on a split larger than :data:`BASELINE_TRAIN_TOKENS` / :data:`BASELINE_HELD_OUT_TOKENS` tokens, on an
+    evenly spread sample of it (``sampled_tokens`` says how many), so nothing O(corpus) runs after training."""
+    train = data.splits["train"].sample(BASELINE_TRAIN_TOKENS)
+    out: dict[str, Any] = {}
+    for split in ("val", "test"):
+        held = data.splits[split].sample(BASELINE_HELD_OUT_TOKENS)
+        out[split] = ngram_baselines(train, held, data.vocab_size, token_bytes)
+        if len(train) < len(data.splits["train"]) or len(held) < len(data.splits[split]):
+            for scores in out[split].values():
+                scores["sampled_tokens"] = {"train": len(train), split: len(held)}
+    return out
 
 
 def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:

@@ -1,0 +1,344 @@
+"""Text sources read as a stream of documents, never as one string: what ``aot data prepare`` and the corpus cache
+tokenize.
+
+A source is named by one string:
+
+- a registered corpus name (``shakespeare``, ``austen``: fetched with ``aot data fetch``), one document;
+- a ``.txt`` file (one document), a ``.jsonl`` / ``.jsonl.gz`` file (one document per line, the ``text`` field), a
+  ``.parquet`` file (one document per row of the ``text`` column);
+- a folder (every file of those kinds below it, in sorted path order) or a glob (``data/*.jsonl.gz``);
+- ``hf:NAME[:CONFIG]`` — a HuggingFace ``datasets`` dataset (its ``train`` split), streamed when the hub answers,
+  read from datasets' cache offline (``HF_HUB_OFFLINE=1``), or ``hf:FOLDER`` saved with ``save_to_disk``.
+
+Documents come out in a fixed order (sources in the order given, files sorted, rows in file order), so the same
+sources always give the same documents. A ``.txt`` file that is binary (a NUL byte) or not UTF-8 is skipped and
+counted by default (:class:`SkipLog`), or refused with ``strict``: in a folder of millions of web pages one stray
+file should not stop a run of hours, but it must not pass unnoticed either. A JSON line without the text field and a
+parquet file without the text column are always refused: that is a wrong field name, not a stray document.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aot.data.corpora import CORPORA, corpus_path
+from aot.data.hub import load_hub_dataset
+from aot.errors import AotError
+from aot.validation import path_kind
+
+KINDS = {".txt": "text", ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".parquet": "parquet"}
+SUFFIXES = tuple(KINDS)
+#: characters per block when a text is streamed (contiguous splits)
+BLOCK_CHARS = 1 << 20
+
+
+def kind_of(path: Path) -> str | None:
+    name = path.name.lower()
+    for suffix, kind in KINDS.items():
+        if name.endswith(suffix):
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    kind: str  # text | jsonl | parquet
+    universal_newlines: bool = False  # a registered corpus is read as `aot data fetch` wrote it (read_text)
+
+
+@dataclass
+class SkipLog:
+    """Files skipped as not text (binary, not UTF-8), counted, with the first few named."""
+
+    count: int = 0
+    first: list[str] = field(default_factory=list)
+
+    def add(self, path: Path, why: str) -> None:
+        self.count += 1
+        if len(self.first) < 20:
+            self.first.append(f"{path}: {why}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "first": list(self.first)}
+
+
+@dataclass
+class Sources:
+    """The resolved sources: files in reading order, or one ``hf:`` dataset."""
+
+    specs: list[str]
+    files: list[SourceFile]
+    hf: str | None = None
+
+    @property
+    def plain_text(self) -> bool:
+        """One text (a registered corpus or one ``.txt`` file): split contiguously by default."""
+        return self.hf is None and len(self.files) == 1 and self.files[0].kind == "text"
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.path.stat().st_size for f in self.files)
+
+    def fingerprint(self) -> str:
+        """A hash of what names the sources, without reading them: each file's path, size and modification time
+        (``hf:``: the name). A rerun of a prepare over changed files sees a different fingerprint; the content's own
+        sha256 is recorded once the documents have been read (``meta.json`` ``source.sha256``)."""
+        digest = hashlib.sha256()
+        if self.hf is not None:
+            digest.update(f"hf:{self.hf}".encode())
+        for f in self.files:
+            stat = f.path.stat()
+            digest.update(f"{f.path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+        return digest.hexdigest()
+
+
+def resolve(specs: list[str] | tuple[str, ...], root: Path | None = None) -> Sources:
+    """The files (or the ``hf:`` dataset) that ``specs`` name, each checked to exist: one line naming a spec that
+    names nothing readable."""
+    if not specs:
+        raise AotError("no source given; name a .txt / .jsonl / .jsonl.gz / .parquet file, a folder, a glob or hf:NAME")
+    hf = [s for s in specs if s.startswith("hf:")]
+    if hf:
+        if len(specs) > 1:
+            raise AotError(f"an hf: source must be the only one; got {', '.join(specs)}")
+        return Sources(list(specs), [], hf=hf[0][3:])
+    files: list[SourceFile] = []
+    for spec in specs:
+        files.extend(_files_of(spec, root))
+    return Sources(list(specs), files)
+
+
+def _files_of(spec: str, root: Path | None) -> list[SourceFile]:
+    if spec in CORPORA:
+        path = corpus_path(spec, root)
+        if not path.is_file():
+            raise AotError(f"corpus {spec!r} is not fetched yet; run `{CORPORA[spec].fetch_command}`")
+        return [SourceFile(path, "text", universal_newlines=True)]
+    if any(c in spec for c in "*?["):
+        matches = sorted(Path(p) for p in glob.glob(spec, recursive=True))
+        found = [SourceFile(p, k) for p in matches if p.is_file() and (k := kind_of(p)) is not None]
+        if not found:
+            raise AotError(f"glob {spec!r} matches no {' / '.join(SUFFIXES)} file")
+        return found
+    path = Path(spec).expanduser()
+    kind = path_kind(path)
+    if kind == "a directory":
+        found = [SourceFile(p, k) for p in sorted(path.rglob("*")) if p.is_file() and (k := kind_of(p)) is not None]
+        if not found:
+            raise AotError(f"folder {spec!r} holds no {' / '.join(SUFFIXES)} files")
+        return found
+    if kind == "missing":
+        if "/" in spec or kind_of(path) is not None:
+            raise AotError(f"source {spec!r} does not exist")
+        names = ", ".join(CORPORA)
+        raise AotError(f"unknown source {spec!r}; use {names}, a file, a folder, a glob or hf:NAME")
+    if kind != "a file":
+        raise AotError(f"source {spec!r} is {kind}, not a file; give a text, jsonl or parquet file")
+    file_kind = kind_of(path)
+    if file_kind is None:
+        raise AotError(f"source {spec!r} is not a {' / '.join(SUFFIXES)} file; rename it or convert it")
+    return [SourceFile(path, file_kind)]
+
+
+# -- documents --------------------------------------------------------------------------------------------------
+
+
+def iter_documents(
+    sources: Sources, text_field: str = "text", strict: bool = False, skipped: SkipLog | None = None
+) -> Iterator[str]:
+    """Every document of ``sources``, in order (see the module docstring for what a document is and what is
+    skipped). Memory holds one document (or one parquet batch) at a time."""
+    skipped = skipped if skipped is not None else SkipLog()
+    if sources.hf is not None:
+        yield from _hf_documents(sources.hf, text_field)
+        return
+    for source in sources.files:
+        if source.kind == "text":
+            text = _text_document(source, strict, skipped)
+            if text:
+                yield text
+        elif source.kind == "jsonl":
+            yield from _jsonl_documents(source.path, text_field)
+        else:
+            yield from _parquet_documents(source.path, text_field)
+
+
+def _text_document(source: SourceFile, strict: bool, skipped: SkipLog) -> str | None:
+    path = source.path
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AotError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    why = None
+    if b"\0" in data:
+        why = f"binary (a NUL byte at offset {data.index(0)})"
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            why = f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+    if why is not None:
+        if strict:
+            raise AotError(f"{str(path)!r} is {why}; convert it to UTF-8 text or remove it (or drop --strict)")
+        skipped.add(path, why)
+        return None
+    if source.universal_newlines:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _jsonl_documents(path: Path, text_field: str) -> Iterator[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                yield _json_text(line, path, number, text_field)
+    except UnicodeDecodeError as exc:
+        raise AotError(f"{str(path)!r} is not UTF-8 JSON lines ({exc.reason}); convert it to UTF-8") from None
+    except (OSError, EOFError) as exc:  # a gzip stream that is cut short or not gzip
+        raise AotError(f"cannot read {str(path)!r}: {exc}; check the file (gzip -t) or prepare it again") from None
+
+
+def _json_text(line: str, path: Path, number: int, text_field: str) -> str:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise AotError(f"{path}:{number} is not JSON ({exc.msg}); every line must be one JSON object") from None
+    value = row.get(text_field) if isinstance(row, dict) else None
+    if not isinstance(value, str):
+        keys = ", ".join(list(row)[:8]) if isinstance(row, dict) else type(row).__name__
+        what = "is not a string" if isinstance(row, dict) and text_field in row else "is missing"
+        raise AotError(
+            f"{path}:{number}: the field {text_field!r} {what} (the line has: {keys}); "
+            "give the field that holds the text with --text-field NAME"
+        )
+    return value
+
+
+def _parquet_documents(path: Path, text_field: str) -> Iterator[str]:
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        raise AotError(f"reading {str(path)!r} needs pyarrow: pip install 'aot[hf-data]' (or pip install pyarrow)")
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow's ArrowInvalid for a file that is not parquet
+        raise AotError(f"{str(path)!r} is not a readable parquet file ({str(exc).splitlines()[0]})") from None
+    columns = parquet.schema_arrow.names
+    if text_field not in columns:
+        raise AotError(
+            f"parquet {str(path)!r} has no column {text_field!r} (columns: {', '.join(columns[:12])}); "
+            "give the column that holds the text with --text-field NAME"
+        )
+    for batch in parquet.iter_batches(columns=[text_field], batch_size=1024):
+        for value in batch.column(0).to_pylist():
+            if value:
+                yield str(value)
+
+
+def _hf_documents(spec: str, text_field: str) -> Iterator[str]:
+    fix = "use local .jsonl / .parquet / .txt files"
+    dataset = _open_hf(spec, fix)
+    names = getattr(dataset, "column_names", None)
+    if names is not None and text_field not in names:
+        raise AotError(
+            f"HuggingFace dataset {spec!r} has no column {text_field!r} (columns: {names}); give --text-field"
+        )
+    for row in dataset:
+        value = row.get(text_field)
+        if isinstance(value, str) and value:
+            yield value
+
+
+def _open_hf(spec: str, fix: str) -> Any:
+    """The ``train`` split of ``spec``: a ``save_to_disk`` folder, or a hub name (streamed when online)."""
+    folder = Path(spec)
+    if folder.is_dir():
+        try:
+            import datasets  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        except ImportError:
+            raise AotError(f"reading hf:{spec} needs HuggingFace datasets: pip install 'aot[hf-data]'") from None
+        try:
+            loaded = datasets.load_from_disk(str(folder))
+        except Exception as exc:
+            raise AotError(f"hf:{spec} is not a folder saved with save_to_disk ({str(exc).splitlines()[0]})") from None
+        if isinstance(loaded, datasets.DatasetDict):
+            if "train" not in loaded:
+                raise AotError(f"hf:{spec} has no 'train' split (splits: {', '.join(loaded)})")
+            loaded = loaded["train"]
+        return loaded
+    import os
+
+    offline = any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE",))
+    return load_hub_dataset(spec, f"source 'hf:{spec}'", fix, split="train", streaming=not offline)
+
+
+# -- one text, streamed in blocks (contiguous splits) -------------------------------------------------------------
+
+
+def iter_text_blocks(sources: Sources, block_chars: int = BLOCK_CHARS) -> Iterator[str]:
+    """The concatenated text of ``sources`` (``.txt`` files only) in blocks of about ``block_chars`` characters,
+    decoded strictly: the text of the legacy contiguous split, never held whole. A file that is not UTF-8 is one
+    line naming it."""
+    import codecs
+
+    for source in sources.files:
+        if source.kind != "text":
+            raise AotError(f"a contiguous split reads .txt files only; {str(source.path)!r} is {source.kind}")
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        offset = 0
+        carry_cr = False
+        with open(source.path, "rb") as handle:
+            while True:
+                raw = handle.read(block_chars)
+                final = not raw
+                try:
+                    text = decoder.decode(raw, final=final)
+                except UnicodeDecodeError as exc:
+                    raise AotError(
+                        f"corpus file {str(source.path)!r} is not UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+                        f"{offset + exc.start}; convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+                    ) from None
+                offset += len(raw)
+                if source.universal_newlines:
+                    text, carry_cr = _universal(text, carry_cr, final)
+                if text:
+                    yield text
+                if final:
+                    break
+        if offset == 0:
+            raise AotError(f"corpus file {str(source.path)!r} is empty; give a text with a few thousand characters")
+
+
+def _universal(text: str, carry_cr: bool, final: bool) -> tuple[str, bool]:
+    """Universal newlines across blocks: ``\\r\\n`` and ``\\r`` become ``\\n`` (a ``\\r`` that ends a block waits
+    for the next one)."""
+    if carry_cr:
+        text = "\r" + text
+    carry = not final and text.endswith("\r")
+    if carry:
+        text = text[:-1]
+    return text.replace("\r\n", "\n").replace("\r", "\n"), carry
+
+
+def content_key(spec: str, sources: Sources) -> str:
+    """The corpus cache key of ``spec``: a readable name plus the first 12 hex digits of the sha256 of its text (one
+    text: read in blocks, the same key as hashing the whole string) or of its fingerprint (anything else)."""
+    readable = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(spec).name or spec)[:40]
+    digest = hashlib.sha256()
+    if sources.hf is None and all(f.kind == "text" for f in sources.files):
+        for block in iter_text_blocks(sources):
+            digest.update(block.encode("utf-8"))
+    else:
+        digest.update(sources.fingerprint().encode())
+    return f"{readable}-{digest.hexdigest()[:12]}"
