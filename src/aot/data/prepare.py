@@ -42,7 +42,7 @@ from aot.data.corpora import SPLITS
 from aot.data.sources import SkipLog, Sources, iter_documents, iter_text_blocks
 from aot.data.tokenizers import BPE_FILE, TrainedBPE, get_tokenizer
 from aot.errors import AotError, os_error_line
-from aot.run_folder import atomic_target, folder_lock, write_text_atomic
+from aot.run_folder import folder_lock, write_text_atomic
 
 META_FILE = "meta.json"
 PROGRESS_FILE = "progress.json"
@@ -129,10 +129,10 @@ def safe_cut(text: str, target: int) -> int | None:
     the one-shot tokens. The latest such position at or before ``target``, else the earliest after it."""
 
     def newline_ok(i: int) -> bool:
-        return 0 < i and i + 1 < len(text) and not text[i - 1].isspace() and not text[i + 1].isspace()
+        return i > 0 and i + 1 < len(text) and not text[i - 1].isspace() and not text[i + 1].isspace()
 
     def space_ok(i: int) -> bool:
-        return 0 < i and i + 1 < len(text) and text[i - 1].isalpha() and text[i + 1].isalpha()
+        return i > 0 and i + 1 < len(text) and text[i - 1].isalpha() and text[i + 1].isalpha()
 
     for char, ok, shift in (("\n", newline_ok, 1), (" ", space_ok, 0)):
         i = text.rfind(char, 0, target)
@@ -294,7 +294,7 @@ class SplitWriter:
 
     def append(self, tokens: np.ndarray, doc: int, n_bytes: int) -> None:
         if self.handle is None:
-            self.handle = open(self.scratch, "wb")
+            self.handle = open(self.scratch, "wb")  # noqa: SIM115 - open across appends, closed by close() / abort()
             self.handle.write(bytes(llmc.HEADER_BYTES))
         self.handle.write(np.asarray(tokens, dtype=self.dtype).tobytes())
         self.count += len(tokens)

@@ -229,7 +229,7 @@ def _parquet_documents(path: Path, text_field: str) -> Iterator[str]:
     try:
         import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
-        raise AotError(f"reading {str(path)!r} needs pyarrow: pip install 'aot[hf-data]' (or pip install pyarrow)")
+        raise AotError(f"reading {str(path)!r} needs pyarrow: pip install 'aot[hf-data]'") from None
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow's ArrowInvalid for a file that is not parquet

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from functools import lru_cache
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
