@@ -161,7 +161,8 @@ def test_shards_are_cached_memmaps(data_root):
     raw = FIXTURE.read_text().encode()
     joined = np.concatenate([np.asarray(data.splits[s]) for s in ("train", "val", "test")])
     assert bytes(joined.astype(np.uint8)) == raw
-    assert isinstance(data.splits["train"], np.memmap)
+    assert all(isinstance(part, np.memmap) for part in data.splits["train"].parts)  # llm.c shards, memmapped
+    assert (data.folder / "meta.json").is_file() and (data.folder / "train_000000.bin").is_file()
     again = prepare_lm_data(str(FIXTURE), "bytes")
     assert again.folder == data.folder and np.array_equal(again.splits["val"], data.splits["val"])
 
