@@ -36,7 +36,33 @@ REDUCED = {
 def shards(tmp_path_factory) -> Path:
     """A small web-like corpus (JSON lines) prepared with GPT-2's BPE, as the configs' comments say to."""
     folder = tmp_path_factory.mktemp("owt")
-    words = "the of and to in a is that for it as was with be by on not he this are or his from at which".split()
+    words = [
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "a",
+        "is",
+        "that",
+        "for",
+        "it",
+        "as",
+        "was",
+        "with",
+        "be",
+        "by",
+        "on",
+        "not",
+        "he",
+        "this",
+        "are",
+        "or",
+        "his",
+        "from",
+        "at",
+        "which",
+    ]
     with open(folder / "docs.jsonl", "w") as handle:
         for i in range(400):
             text = " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(40 + i % 90))
