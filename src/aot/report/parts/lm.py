@@ -76,26 +76,46 @@ def _slug(name: str) -> str:
     return name.lower().replace(" ", "-")
 
 
+def _is_shards(spec: str) -> bool:
+    """Whether ``spec`` names token shards (a folder `aot data prepare` wrote, llm.c .bin files) rather than text."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return (path / "meta.json").is_file() or any(path.glob("*.bin"))
+    return spec.endswith(".bin")
+
+
 def _paper_steps(ctx: Context) -> tuple[list[Step], list[str]]:
-    """The paper's recipe at the paper's scale: torchrun over the GPUs present (8 when none)."""
+    """The paper's recipe at the paper's scale: torchrun over the GPUs present (8 when none), from GPT-2 shards.
+    OpenWebText given as text (a folder of .txt, .jsonl, parquet, hf:NAME) is prepared first, once, by a step of
+    its own; given as shards (``aot data prepare``'s folder, llm.c .bin files) it is used as it is."""
     gpus = ctx.cuda_devices or 8
-    corpus = ctx.data.get("openwebtext", "OPENWEBTEXT")
+    source = ctx.data.get("openwebtext", "OPENWEBTEXT")
+    steps: list[Step] = []
+    shards = source
+    if not _is_shards(source):
+        prepare = Step("openwebtext-gpt2", ["data", "prepare", source, "--tokenizer", "gpt2"], results="meta.json")
+        steps.append(prepare)
+        shards = str(prepare.out_dir(ctx.part_dir))
     per_gpu = 12
     accumulation = max(1, round(LM_RECIPE["tokens_per_step"] / (per_gpu * 1024 * gpus)))
     train = [
-        "--preset", "gpu-base", "--corpus", corpus, "--tokenizer", "gpt2",
+        "--preset", "gpu-base", "--data", shards,
         "--steps", str(LM_RECIPE["steps"]), "--batch-size", str(per_gpu * gpus * accumulation),
         "--lr", str(LM_RECIPE["lr"]), "--set", f"train.micro_batch_size={per_gpu}",
         "--set", f"train.warmup_steps={LM_RECIPE['warmup_steps']}", "--set", "train.min_lr_ratio=0.1",
         "--set", "model.block_size=1024", "--set", "train.checkpoint_every=2000", "--set", "train.eval_every=2000",
+        "--set", "train.precision=bf16", "--set", "train.checkpoint_minutes=0", "--set", "eval.final_windows=4000",
     ]  # fmt: skip
     launcher = ["torchrun", f"--nproc_per_node={gpus}"]
-    steps = [Step(_slug(m.name), ["train", "lm", "--model", m.preset, *train], launcher, True) for m in LM_MODELS]
+    steps += [Step(_slug(m.name), ["train", "lm", "--model", m.preset, *train], launcher, True) for m in LM_MODELS]
     missing = []
     if not ctx.cuda_devices:
         missing.append("no CUDA GPU here: the paper's models (102M-182M, 600k steps of ~0.5M tokens) need GPUs")
     if "openwebtext" not in ctx.data:
-        missing.append("no OpenWebText given: pass --data openwebtext=PATH (a .txt file or folder) or hf:NAME")
+        missing.append(
+            "no OpenWebText given: pass --data openwebtext=PATH (text: .txt / .jsonl / parquet files or folders, "
+            "hf:NAME; or shards made by `aot data prepare ... --tokenizer gpt2`, or llm.c .bin files)"
+        )
     return steps, missing
 
 
