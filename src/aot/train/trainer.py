@@ -52,6 +52,7 @@ from aot.train.distributed import (
     wrap_model,
 )
 from aot.train.optim import OPTIMIZERS, build_optimizer
+from aot.train.prefetch import Prefetcher
 from aot.train.resume import plan_branch, plan_run
 from aot.train.schedule import SCHEDULES, lr_at
 from aot.validation import SEED, Limit, above, at_least, check_fields, from_dict, one_of, within
@@ -203,6 +204,7 @@ class Trainer:
         model_config: dict[str, Any] | None = None,
         flops_per_sample: float | None = None,
         run_config: dict[str, Any] | None = None,
+        prefetch: bool | None = None,
     ) -> None:
         self.cfg = cfg
         self.device = torch.device(device)
@@ -221,6 +223,10 @@ class Trainer:
         self.fingerprint = {**(fingerprint or {}), **{f"train.{k}": v for k, v in train_fields.items()}}
         self.env: DistEnv = current_env()
         self.per_process, self.micro, self.n_micro = self._batch_split()
+        # the next step's batches are made while this one runs (on CUDA by default: on a CPU the thread would take
+        # a core from the step itself); ``prefetch`` forces it either way
+        ahead = self.device.type == "cuda" if prefetch is None else prefetch
+        self.prefetcher = Prefetcher(self._step_batches, self.device, ahead)
         self.model = wrap_model(model.to(self.device), cfg.strategy, self.device)
         self.optimizer = build_optimizer(
             unwrap(self.model), cfg.optimizer, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
@@ -352,6 +358,7 @@ class Trainer:
         result.branched_from = self.branched_from
         bar = _progress(cfg.steps, self.step, enabled=cfg.progress and main)
         interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
+        interval_wait = self.prefetcher.wait_seconds
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
         self._last_save = time.monotonic()
         while self.step < end:
@@ -380,7 +387,9 @@ class Trainer:
                     mfu=utilisation,
                     train_seconds=self.train_seconds,
                     wall=time.perf_counter() - interval_start,
+                    data_wait_s=self.prefetcher.wait_seconds - interval_wait,  # waiting for batches this interval
                 )
+                interval_wait = self.prefetcher.wait_seconds
                 if self.skipped_steps:
                     row["skipped_steps"] = self.skipped_steps
                 metrics.write(row)
@@ -404,6 +413,7 @@ class Trainer:
                 on_main(functools.partial(keep_checkpoint, self.out_dir, self.step))
         bar.close()
         metrics.close()
+        self.prefetcher.close()
         # the whole run, also when it was resumed: the curve and the evaluations come from metrics.jsonl
         rows = read_metrics(self.out_dir) if main else []
         result.losses = [(int(r["step"]), float(r["loss"])) for r in rows if not r.get("eval")]
@@ -428,12 +438,7 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         total = torch.zeros((), device=self.device)
-        first_row = self.env.rank * self.per_process
-        for micro_step in range(self.n_micro):
-            start = first_row + micro_step * self.micro
-            batch = tuple(
-                t.to(self.device, non_blocking=True) for t in self.batches.get(self.step, start, start + self.micro)
-            )
+        for micro_step, batch in enumerate(self.prefetcher.get(self.step)):
             set_gradient_sync(self.model, micro_step == self.n_micro - 1)
             with self.autocast():
                 loss = self.loss_fn(self.forward_model, batch) / self.n_micro
@@ -469,6 +474,12 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total, True, save_due
+
+    def _step_batches(self, step: int) -> list[tuple[torch.Tensor, ...]]:
+        """This process's micro-batches of ``step`` on the host (a pure function of the step)."""
+        first_row = self.env.rank * self.per_process
+        rows = [first_row + m * self.micro for m in range(self.n_micro)]
+        return [tuple(self.batches.get(step, start, start + self.micro)) for start in rows]
 
     @torch.no_grad()
     def run_eval(self) -> dict[str, float]:
