@@ -42,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "info",
         help="list corpora, or tokenize one and print its split sizes",
         description="Without CORPUS: list the registered corpora and whether each is fetched. With CORPUS "
-        "(a name, a .txt file / folder, or hf:NAME): tokenize it (cached as memmap shards) and print the token and "
+        "(a name, a .txt / .jsonl / .parquet file, a folder, or hf:NAME): tokenize it (once, into the cache as llm.c "
+        "shards; a folder made by `aot data prepare` or llm.c .bin shards are read as they are) and print the token "
+        "and "
         "byte counts of the train / val / test splits and the unigram / bigram baselines.",
         epilog="Example: aot data info shakespeare --tokenizer bytes",
     )
@@ -159,19 +161,26 @@ def run_info(args: argparse.Namespace) -> int:
                 state = "available" if is_available(image_set.name) else f"missing ({image_set.install})"
                 print(f"  {image_set.name:13s} {state}")
         return 0
-    from aot.data.shards import prepare_lm_data
-    from aot.eval.lm import ngram_baselines
+    from pathlib import Path
 
-    data = prepare_lm_data(args.corpus, args.tokenizer)
+    from aot.data.shards import open_lm_data, prepare_lm_data
+    from aot.tasks.lm import lm_baselines
+
+    path = Path(args.corpus)
+    shards = (
+        (path / "meta.json").is_file() or (path.is_dir() and any(path.glob("*.bin"))) or args.corpus.endswith(".bin")
+    )
+    data = open_lm_data(args.corpus, args.tokenizer) if shards else prepare_lm_data(args.corpus, args.tokenizer)
     info = data.info()
     token_bytes = data.tokenizer.token_byte_lengths()
-    info["baselines_val"] = ngram_baselines(data.splits["train"], data.splits["val"], data.vocab_size, token_bytes)
+    info["baselines_val"] = lm_baselines(data, token_bytes)["val"]
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     print(f"{args.corpus} with {data.tokenizer.name} (vocab {data.vocab_size}) in {info['folder']}")
     for split in ("train", "val", "test"):
-        print(f"  {split:5s} {info['tokens'][split]:>10,} tokens  {info['bytes'][split]:>10,} bytes")
+        size = info["bytes"].get(split)
+        print(f"  {split:5s} {info['tokens'][split]:>13,} tokens  {f'{size:,}' if size is not None else '?':>13} bytes")
     for name, scores in info["baselines_val"].items():
         print(f"  {name} on val: {scores['loss']:.3f} nats/token, {scores['nats_per_byte']:.3f} nats/byte")
     return 0

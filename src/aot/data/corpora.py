@@ -227,11 +227,13 @@ def load_text(spec: str, root: Path | None = None) -> str:
 
 
 def check_text_source(spec: str) -> None:
-    """Refuse, before any work, a corpus ``spec`` given as a path that :func:`load_text` would refuse (missing, a
-    folder without *.txt, /dev/null, bytes that are not UTF-8): one line naming the file. Registered names and
-    ``hf:`` corpora are left to :func:`load_text` (they are fetched or streamed when used)."""
+    """Refuse, before any work, a corpus ``spec`` given as a path that names no readable text source (missing, a
+    folder without text files, /dev/null): one line naming it (:func:`aot.data.sources.resolve`, which reads no
+    document). Registered names and ``hf:`` corpora are left to the run (they are fetched or streamed when used)."""
     if not spec.startswith("hf:") and spec not in CORPORA:
-        load_text(spec)
+        from aot.data.sources import resolve
+
+        resolve([spec])
 
 
 def _read_text_file(path: Path) -> str:
