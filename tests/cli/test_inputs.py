@@ -406,6 +406,10 @@ BASE = {
         "--no-sweeps", "--tokens-per-cluster", "8", "--layers", "2", "--deltas", "0.2", "--p", "4", "--clusters", "2",
         "--out", "{tmp}/denoise",
     ],
+    ("data", "prepare"): [
+        str(Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"), "--tokenizer", "bytes", "--no-progress",
+        "--out", "{tmp}/prepared",
+    ],
     ("bench",): ["--quick", "--only", "models", "--no-memory", "--no-breakdown", "--out", "{tmp}/bench"],
     ("scaling", "fit"): [
         str(Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"), "--reference", "gpt2",

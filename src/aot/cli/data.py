@@ -105,6 +105,10 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
     prepare.set_defaults(func=run_prepare)
 
 
+#: tokenizer processes `aot data prepare` accepts (each holds a tokenizer and up to two batches of text)
+MAX_WORKERS = 512
+
+
 def run_prepare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -112,8 +116,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     from aot.data.sources import resolve
     from aot.errors import AotError
 
-    if args.workers is not None and args.workers < 0:
-        raise AotError(f"--workers {args.workers}: give 0 (tokenize in this process) or more")
+    if args.workers is not None and not 0 <= args.workers <= MAX_WORKERS:
+        raise AotError(f"--workers {args.workers}: give 0 (tokenize in this process) to {MAX_WORKERS} processes")
     options = PrepareOptions(
         tokenizer=args.tokenizer,
         val_fraction=args.val_fraction,

@@ -19,6 +19,7 @@ parquet file without the text column are always refused: that is a wrong field n
 
 from __future__ import annotations
 
+import difflib
 import glob
 import gzip
 import hashlib
@@ -138,10 +139,13 @@ def _files_of(spec: str, root: Path | None) -> list[SourceFile]:
     if kind == "missing":
         if "/" in spec or kind_of(path) is not None:
             raise AotError(f"source {spec!r} does not exist")
-        names = ", ".join(CORPORA)
-        raise AotError(f"unknown source {spec!r}; use {names}, a file, a folder, a glob or hf:NAME")
+        close = difflib.get_close_matches(spec, CORPORA, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise AotError(
+            f"unknown corpus {spec!r}; {hint}use one of {', '.join(CORPORA)}, a file, a folder, a glob or hf:NAME"
+        )
     if kind != "a file":
-        raise AotError(f"source {spec!r} is {kind}, not a file; give a text, jsonl or parquet file")
+        raise AotError(f"corpus file {spec!r} is {kind}, not a regular file; give a text, jsonl or parquet file")
     file_kind = kind_of(path)
     if file_kind is None:
         raise AotError(f"source {spec!r} is not a {' / '.join(SUFFIXES)} file; rename it or convert it")
@@ -306,8 +310,8 @@ def iter_text_blocks(sources: Sources, block_chars: int = BLOCK_CHARS) -> Iterat
                     text = decoder.decode(raw, final=final)
                 except UnicodeDecodeError as exc:
                     raise AotError(
-                        f"corpus file {str(source.path)!r} is not UTF-8: byte 0x{raw[exc.start]:02x} at offset "
-                        f"{offset + exc.start}; convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+                        f"corpus file {str(source.path)!r} is not a text (UTF-8) file: byte 0x{raw[exc.start]:02x} at "
+                        f"offset {offset + exc.start}; convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
                     ) from None
                 offset += len(raw)
                 if source.universal_newlines:
