@@ -481,6 +481,9 @@ def _prepare_locked(
             counted["documents"] += 1
             counted["bytes"] += len(raw)
             bar.update(len(raw))
+            if counted["documents"] % 1000 == 0:
+                per_second = counted["documents"] / max(time.perf_counter() - start, 1e-9)
+                bar.set_postfix(docs=f"{counted['documents']:,}", docs_s=f"{per_second:,.0f}", refresh=False)
             if doc < resume_at or doc < done[split]:
                 continue
             batch.append(text)
