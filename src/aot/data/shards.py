@@ -27,7 +27,7 @@ import torch
 from aot.data.corpora import data_dir
 from aot.data.prepare import META_FILE, PrepareOptions, prepare
 from aot.data.shardset import TokenSplit, open_shards
-from aot.data.sources import content_key, resolve
+from aot.data.sources import Sources, content_key, resolve
 from aot.data.tokenizers import BPE_FILE, Tokenizer, TrainedBPE, get_tokenizer
 from aot.errors import AotError
 from aot.run_folder import FolderBusy
@@ -72,6 +72,21 @@ def token_dtype(vocab_size: int) -> type[np.unsignedinteger]:
     return np.uint16 if vocab_size <= 65536 else np.uint32
 
 
+def corpus_cache(
+    corpus: str, tokenizer_name: str, val_fraction: float, test_fraction: float, root: Path | None = None
+) -> tuple[Sources, str, Path]:
+    """The sources of ``corpus``, its cache key and the folder the corpus cache prepares it into."""
+    sources = resolve([corpus], root)
+    key = content_key(corpus, sources)
+    folder = (root or data_dir()) / "prepared" / key / f"split-{val_fraction:g}-{test_fraction:g}" / tokenizer_name
+    return sources, key, folder
+
+
+def is_small(sources: Sources) -> bool:
+    """Whether the corpus cache tokenizes ``sources`` in this process (below :data:`INLINE_BYTES` of files)."""
+    return sources.hf is None and sources.total_bytes < INLINE_BYTES
+
+
 def prepare_lm_data(
     corpus: str,
     tokenizer_name: str,
@@ -82,11 +97,9 @@ def prepare_lm_data(
     """Prepare corpus ``corpus`` with ``tokenizer_name`` into the cache (once) and open its splits. One text (a
     registered corpus, a ``.txt`` file) is split contiguously, the package's split since its first release: the
     tokens equal those of encoding each split's text in one call."""
-    sources = resolve([corpus], root)
-    key = content_key(corpus, sources)
-    folder = (root or data_dir()) / "prepared" / key / f"split-{val_fraction:g}-{test_fraction:g}" / tokenizer_name
+    sources, key, folder = corpus_cache(corpus, tokenizer_name, val_fraction, test_fraction, root)
     options = PrepareOptions(tokenizer=tokenizer_name, val_fraction=val_fraction, test_fraction=test_fraction)
-    workers = 0 if sources.hf is None and sources.total_bytes < INLINE_BYTES else None
+    workers = 0 if is_small(sources) else None
     waited = False
     deadline = time.monotonic() + CACHE_WAIT_SECONDS
     while not (folder / META_FILE).is_file():

@@ -335,12 +335,19 @@ def _universal(text: str, carry_cr: bool, final: bool) -> tuple[str, bool]:
     return text.replace("\r\n", "\n").replace("\r", "\n"), carry
 
 
+#: text sources up to this size are keyed by their content, larger ones by their fingerprint (reading tens of GB to
+#: name a cache folder would cost minutes at every start)
+CONTENT_KEY_BYTES = 64 << 20
+
+
 def content_key(spec: str, sources: Sources) -> str:
     """The corpus cache key of ``spec``: a readable name plus the first 12 hex digits of the sha256 of its text (one
-    text: read in blocks, the same key as hashing the whole string) or of its fingerprint (anything else)."""
+    text or text files up to :data:`CONTENT_KEY_BYTES`, read in blocks: the same key as hashing the whole string,
+    the key runs have always recorded) or of its fingerprint (anything else)."""
     readable = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(spec).name or spec)[:40]
     digest = hashlib.sha256()
-    if sources.hf is None and all(f.kind == "text" for f in sources.files):
+    texts = sources.hf is None and all(f.kind == "text" for f in sources.files)
+    if texts and sources.total_bytes <= CONTENT_KEY_BYTES:
         for block in iter_text_blocks(sources):
             digest.update(block.encode("utf-8"))
     else:

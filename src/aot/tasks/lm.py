@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import torch
 
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, check_hub_corpus, fetch_corpus, is_fetched
-from aot.data.shards import LMBatches, LMData, open_lm_data, prepare_lm_data
+from aot.data.shards import LMBatches, LMData, corpus_cache, is_small, open_lm_data, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, GPT2Tokenizer, save_tokenizer
 from aot.errors import AotError
 from aot.eval.lm import evaluate_lm, ngram_baselines
@@ -193,12 +193,31 @@ def load_lm_data(data_cfg: LMDataConfig, is_main: bool) -> LMData:
             data_cfg.shards, data_cfg.tokenizer, verify=data_cfg.verify, rank=env.rank, world=env.world_size
         )
     ensure_corpus(data_cfg, is_main)
+    refuse_in_run_preparation(data_cfg)
     prepare = lambda: prepare_lm_data(  # noqa: E731
         data_cfg.corpus, data_cfg.tokenizer, data_cfg.val_fraction, data_cfg.test_fraction
     )
     data = prepare() if is_main else None
     barrier()
     return data if data is not None else prepare()
+
+
+def refuse_in_run_preparation(data_cfg: LMDataConfig) -> None:
+    """Under torchrun, a large corpus that is not prepared yet is one line: the main process would tokenize it while
+    the others wait at a barrier, past the process group's timeout. Small corpora are prepared in the run as always."""
+    if env_from_torchrun().world_size <= 1:
+        return
+    sources, _, folder = corpus_cache(
+        data_cfg.corpus, data_cfg.tokenizer, data_cfg.val_fraction, data_cfg.test_fraction
+    )
+    if is_small(sources) or (folder / "meta.json").is_file():
+        return
+    size = f" ({sources.total_bytes / 1e9:.2f} GB)" if sources.hf is None else ""
+    raise AotError(
+        f"corpus {data_cfg.corpus!r}{size} is not prepared, and a distributed run does "
+        f"not tokenize while its other processes wait; prepare it once: `aot data prepare {data_cfg.corpus} "
+        f"--tokenizer {data_cfg.tokenizer} --out DIR`, then train with --data DIR"
+    )
 
 
 class LMTask(Task[LMData]):
