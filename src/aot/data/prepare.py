@@ -675,8 +675,13 @@ def _meta(
     sha256: str,
     counted: dict[str, int],
 ) -> dict[str, Any]:
-    from aot import __version__
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
 
+    try:
+        prepared_with = f"aot {package_version('aot')}"
+    except PackageNotFoundError:  # a source tree on PYTHONPATH
+        prepared_with = "aot (source tree)"
     magic, version = llmc.kind_for(tokenizer.vocab_size)
     splits: dict[str, Any] = {}
     for split in SPLITS:
@@ -707,7 +712,7 @@ def _meta(
             "skipped": skipped.to_dict(),
         },
         "splits": splits,
-        "prepared_with": f"aot {__version__}",
+        "prepared_with": prepared_with,
     }
 
 

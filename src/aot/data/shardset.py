@@ -19,6 +19,7 @@ import bisect
 import glob
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from aot.errors import AotError
 class TokenSplit:
     """Several 1-D token arrays read as one: ``len``, integer and slice indexing (step 1), ``np.asarray``."""
 
-    def __init__(self, parts: list[np.ndarray], names: list[str] | None = None) -> None:
+    def __init__(self, parts: Sequence[np.ndarray], names: list[str] | None = None) -> None:
         self.parts = [p for p in parts if len(p)]
         self.names = names or []
         self.starts = [0]

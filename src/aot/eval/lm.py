@@ -17,12 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from aot.data.shards import eval_windows
+from aot.data.shardset import TokenSplit
 
 
 @torch.no_grad()
 def evaluate_lm(
     model: nn.Module,
-    tokens: np.ndarray,
+    tokens: np.ndarray | TokenSplit,
     block_size: int,
     token_bytes: np.ndarray,
     batch_size: int = 16,
