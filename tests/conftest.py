@@ -75,7 +75,8 @@ def tiny_trainer():
         fields = dict(n_layer=1, n_embd=16, n_head=2, block_size=16, vocab_size=256, dropout=0.1)
         model = build_model(preset_config("aot-mssa-l-cpu", **fields))
         cfg.setdefault("precision", "fp32")
-        config = TrainConfig(steps=steps, batch_size=4, lr=3e-3, warmup_steps=1, log_every=1, progress=False, **cfg)
+        cfg.setdefault("log_every", 1)
+        config = TrainConfig(steps=steps, batch_size=4, lr=3e-3, warmup_steps=1, progress=False, **cfg)
         return Trainer(
             model,
             LMBatches(tokens, 4, 16, seed=1),

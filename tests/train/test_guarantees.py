@@ -292,6 +292,35 @@ def test_nonfinite_loss_stops_at_its_step_or_is_skipped(tiny_trainer, tmp_path):
     assert all(torch.isfinite(p).all() for p in skipping.model.parameters())
 
 
+def test_the_host_reads_the_device_only_on_logging_and_checkpoint_steps(tiny_trainer, tmp_path, monkeypatch):
+    """No per-step synchronisation: the non-finite and checkpoint-due flags are read (one all-reduce) on logging,
+    evaluation and checkpoint steps and the last; a non-finite step is still reported with its own number, before
+    anything after it is logged or saved."""
+    import aot.train.trainer as trainer_module
+
+    reads: list[int] = []
+    real = trainer_module.all_reduce_max
+
+    def counting(flags):
+        reads.append(trainer.step)
+        return real(flags)
+
+    monkeypatch.setattr(trainer_module, "all_reduce_max", counting)
+    trainer = tiny_trainer(tmp_path / "quiet", steps=12, log_every=5, checkpoint_every=0, checkpoint_minutes=0)
+    trainer.fit()
+    assert reads == [5, 10, 12]
+
+    def poisoned(model, batch):
+        loss = lm_loss(model, batch)
+        return loss * float("nan") if trainer.step == 2 else loss  # step 3 (numbered from 1)
+
+    reads.clear()
+    trainer = tiny_trainer(tmp_path / "nan", steps=12, log_every=5, checkpoint_every=0, loss_fn=poisoned)
+    with pytest.raises(AotError, match=r"non-finite loss or gradients \(NaN/Inf\) at step 3; .*no checkpoint"):
+        trainer.fit()
+    assert reads == [5] and not any(r.get("step", 0) >= 3 for r in read_metrics(tmp_path / "nan"))
+
+
 # -- FSDP: sharded checkpoints through torch.distributed.checkpoint -----------------------------------------
 
 

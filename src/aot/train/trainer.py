@@ -361,9 +361,10 @@ class Trainer:
         interval_wait = self.prefetcher.wait_seconds
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
         self._last_save = time.monotonic()
+        self._first_bad = torch.zeros((), dtype=torch.long, device=self.device)
         while self.step < end:
             start = time.perf_counter()
-            loss, finite, save_due = self.train_step()
+            loss, finite = self.train_step()
             elapsed = time.perf_counter() - start
             self.train_seconds += elapsed
             interval_seconds += elapsed
@@ -373,6 +374,8 @@ class Trainer:
             if finite:
                 loss_sum, loss_count = loss_sum + loss, loss_count + 1
             self.step += 1
+            # the host reads the device only here: on logging, evaluation and checkpoint steps (and the last)
+            save_due = self._sync_health() if self._is_sync_step(end) else False
             if self.step % cfg.log_every == 0 or self.step == end:
                 summed = all_reduce_mean(loss_sum / max(loss_count, 1))
                 mean_loss = float(summed) if loss_count else float("nan")
@@ -425,11 +428,16 @@ class Trainer:
         result.skipped_steps = self.skipped_steps
         return result
 
-    def train_step(self) -> tuple[torch.Tensor, bool, bool]:
-        """One optimizer step over the global batch of ``self.step``. Returns this process's mean loss, whether
-        the loss and gradients were finite on every process (if not, the step is skipped and counted with
-        ``skip_nonfinite``, else the run stops with a one-line error), and whether a checkpoint is due by time.
-        Both flags travel in one all-reduce."""
+    def train_step(self) -> tuple[torch.Tensor, bool]:
+        """One optimizer step over the global batch of ``self.step``. Returns this process's mean loss and whether
+        the step was taken.
+
+        The host does not wait for the device here (a GPU step is not serialised): whether the loss and gradients
+        were finite is kept on the device (the first bad step's number) and read on the next logging, evaluation or
+        checkpoint step (:meth:`_sync_health`), before anything is logged or saved, so a run with a non-finite
+        step still stops with its step number and its last good checkpoint. With ``skip_nonfinite`` the step must
+        know before it updates the weights, so every step waits for one all-reduce of the flag (if it is set, the
+        step is skipped and counted)."""
         cfg = self.cfg
         lr = lr_at(
             self.step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.lr * cfg.min_lr_ratio, cfg.schedule, cfg.decay_fraction
@@ -450,30 +458,58 @@ class Trainer:
         else:
             norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # type: ignore[misc]
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor
-        due = bool(cfg.checkpoint_minutes) and time.monotonic() - self._last_save >= 60 * cfg.checkpoint_minutes
-        flags = torch.stack(
-            [
-                (~(torch.isfinite(total) & torch.isfinite(norm.to(total.device)))).float(),
-                torch.tensor(float(due), device=total.device),
-            ]
-        )
-        bad, save_due = (bool(v) for v in all_reduce_max(flags).tolist())
-        if bad:
-            self.optimizer.zero_grad(set_to_none=True)
-            if not cfg.skip_nonfinite:
-                kept = [p.name for p in checkpoint_candidates(self.out_dir)]
-                where = f"the last good checkpoint ({', '.join(kept)}) is kept" if kept else "no checkpoint was written"
-                raise AotError(
-                    f"non-finite loss or gradients (NaN/Inf) at step {self.step + 1}; the run stopped and {where}; "
-                    "lower the learning rate, or set train.skip_nonfinite=true to skip such batches"
-                )
-            self.skipped_steps += 1
-            if self.env.is_main:
-                print(f"aot: skipped step {self.step + 1}: non-finite loss or gradients", file=sys.stderr, flush=True)
-            return total, False, save_due
+        finite = torch.isfinite(total) & torch.isfinite(norm.to(total.device))
+        if cfg.skip_nonfinite:
+            if bool(all_reduce_max((~finite).float().reshape(1)).item()):
+                self.optimizer.zero_grad(set_to_none=True)
+                self.skipped_steps += 1
+                if self.env.is_main:
+                    print(
+                        f"aot: skipped step {self.step + 1}: non-finite loss or gradients", file=sys.stderr, flush=True
+                    )
+                return total, False
+        else:
+            unseen = (self._first_bad == 0) & ~finite
+            self._first_bad = torch.where(unseen, self.step + 1, self._first_bad)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return total, True, save_due
+        return total, True
+
+    def _is_sync_step(self, end: int) -> bool:
+        """Whether the step just taken logs, evaluates or may checkpoint (the host reads the device then)."""
+        cfg, step = self.cfg, self.step
+        return (
+            step % cfg.log_every == 0
+            or step == end
+            or bool(cfg.eval_every and self.evaluate is not None and step % cfg.eval_every == 0)
+            or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
+            or step in cfg.keep_checkpoints
+        )
+
+    def _sync_health(self) -> bool:
+        """Read, in one all-reduce, whether any process saw a non-finite loss or gradient since the last read (then
+        stop with the first such step and the last good checkpoint kept) and whether a checkpoint is due by time
+        (``checkpoint_minutes``: due on any process is due on all, so that they save together)."""
+        cfg = self.cfg
+        due = bool(cfg.checkpoint_minutes) and time.monotonic() - self._last_save >= 60 * cfg.checkpoint_minutes
+        first = self._first_bad.float()
+        flags = torch.stack(
+            [
+                (first > 0).float(),
+                torch.tensor(float(due), device=first.device),
+                torch.where(first > 0, -first, torch.full_like(first, -float("inf"))),
+            ]
+        )
+        bad, save_due, negative_step = all_reduce_max(flags).tolist()
+        if bad:
+            self.optimizer.zero_grad(set_to_none=True)
+            kept = [p.name for p in checkpoint_candidates(self.out_dir)]
+            where = f"the last good checkpoint ({', '.join(kept)}) is kept" if kept else "no checkpoint was written"
+            raise AotError(
+                f"non-finite loss or gradients (NaN/Inf) at step {int(-negative_step)}; the run stopped and {where}; "
+                "lower the learning rate, or set train.skip_nonfinite=true to skip such batches"
+            )
+        return bool(save_due)
 
     def _step_batches(self, step: int) -> list[tuple[torch.Tensor, ...]]:
         """This process's micro-batches of ``step`` on the host (a pure function of the step)."""
