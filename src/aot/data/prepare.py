@@ -408,7 +408,14 @@ def prepare(
     with folder_lock(out, option="--out"):
         meta_path = out / META_FILE
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text())
+            try:
+                meta = json.loads(meta_path.read_text())
+                if not isinstance(meta, dict):
+                    raise ValueError("not an object")
+            except (OSError, ValueError):
+                raise AotError(
+                    f"{str(meta_path)!r} is damaged; remove the folder {str(out)!r} and prepare again"
+                ) from None
             if (
                 meta.get("options") == options.key()
                 and meta.get("source", {}).get("fingerprint") == sources.fingerprint()
@@ -435,7 +442,7 @@ def _prepare_locked(
 ) -> PrepareResult:
     start = time.perf_counter()
     split_by = options.resolved_split(sources)
-    for stale in out.glob(".*.bin.tmp"):  # a killed run's unfinished shard: never read, never kept
+    for stale in out.glob(".*.tmp"):  # a killed run's unfinished shard or record: never read, never kept
         stale.unlink()
     state = _load_progress(out, options, sources)
     resumed = len(state.shards) if state is not None else 0
@@ -447,6 +454,7 @@ def _prepare_locked(
     eot = getattr(tokenizer, "eot_id", None) if split_by == "documents" else None
     if state is None:
         state = Progress(options.key(), sources.fingerprint(), {"name": tokenizer.name, "path": recipe[1]})
+        state.save(out)  # before the first shard: a shard on disk is always one this folder's record may claim
     done = {split: state.done_until(split) for split in SPLITS}
     resume_at = min(done.values())
     writers = {
@@ -509,6 +517,8 @@ def _prepare_locked(
     except BaseException:
         for writer in writers.values():
             writer.abort()
+        if not state.shards:  # refused before any shard was finished: a fresh folder is left as it was
+            _discard(out, fresh)
         raise
     finally:
         encoder.close()
@@ -564,6 +574,7 @@ def _load_progress(out: Path, options: PrepareOptions, sources: Sources) -> Prog
             raise AotError(
                 f"{str(out)!r} holds token shards ({leftovers[0]}, ...) that no prepare recorded; choose an empty --out"
             )
+        (out / BPE_FILE).unlink(missing_ok=True)  # a tokenizer trained by a run killed before its first record
         return None
     try:
         raw = json.loads(path.read_text())
@@ -593,6 +604,10 @@ def _load_progress(out: Path, options: PrepareOptions, sources: Sources) -> Prog
                 if later.split == record.split and later.index >= record.index:
                     (out / later.file).unlink(missing_ok=True)
     state.shards = kept
+    recorded = {record.file for record in kept}
+    for orphan in out.glob("*_[0-9][0-9][0-9][0-9][0-9][0-9].bin"):  # renamed whole, killed before its record
+        if orphan.name not in recorded:
+            orphan.unlink()
     return state
 
 
@@ -656,7 +671,8 @@ def _bpe_sample_lines(sources: Sources, options: PrepareOptions, split_by: str, 
             yield from text.splitlines(keepends=True)
         else:
             parts = (carry + text).splitlines(keepends=True)
-            carry = parts.pop() if parts and not parts[-1].endswith(("\n", "\r")) else ""
+            # a line is whole once a later character follows its end (a "\r" may be the first half of "\r\n")
+            carry = parts.pop() if parts and not parts[-1].endswith("\n") else ""
             yield from parts
         budget -= len(text.encode("utf-8"))
         if budget <= 0:

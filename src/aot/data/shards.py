@@ -126,7 +126,13 @@ def open_lm_data(
     shards = open_shards(spec, verify=verify, rank=rank, world=world)
     if shards.tokenizer is not None:
         if shards.tokenizer.startswith("bpe-"):
-            tokenizer: Tokenizer = TrainedBPE.load(shards.folder / BPE_FILE)
+            saved = shards.folder / BPE_FILE
+            if not saved.is_file():
+                raise AotError(
+                    f"{str(shards.folder)!r} was prepared with {shards.tokenizer} but its {BPE_FILE} is missing; copy "
+                    "it back or prepare the data again"
+                )
+            tokenizer: Tokenizer = TrainedBPE.load(saved)
         else:
             tokenizer = get_tokenizer(shards.tokenizer)
     else:

@@ -24,6 +24,7 @@ import glob
 import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,10 +207,12 @@ def _jsonl_documents(path: Path, text_field: str) -> Iterator[str]:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
-                yield _json_text(line, path, number, text_field)
+                text = _json_text(line, path, number, text_field)
+                if text:  # an empty text is no document, in every kind of source
+                    yield text
     except UnicodeDecodeError as exc:
         raise AotError(f"{str(path)!r} is not UTF-8 JSON lines ({exc.reason}); convert it to UTF-8") from None
-    except (OSError, EOFError) as exc:  # a gzip stream that is cut short or not gzip
+    except (OSError, EOFError, zlib.error) as exc:  # a gzip stream that is cut short, corrupted or not gzip
         raise AotError(f"cannot read {str(path)!r}: {exc}; check the file (gzip -t) or prepare it again") from None
 
 
@@ -246,8 +249,21 @@ def _parquet_documents(path: Path, text_field: str) -> Iterator[str]:
         )
     for batch in parquet.iter_batches(columns=[text_field], batch_size=1024):
         for value in batch.column(0).to_pylist():
+            if isinstance(value, bytes):
+                try:
+                    value = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise AotError(
+                        f"parquet {str(path)!r}: column {text_field!r} holds bytes that are not UTF-8; "
+                        "store the text as UTF-8 strings"
+                    ) from None
+            elif value is not None and not isinstance(value, str):
+                raise AotError(
+                    f"parquet {str(path)!r}: column {text_field!r} holds {type(value).__name__}, not text; "
+                    "give the column that holds the text with --text-field NAME"
+                )
             if value:
-                yield str(value)
+                yield value
 
 
 def _hf_documents(spec: str, text_field: str) -> Iterator[str]:
