@@ -167,6 +167,7 @@ BENCH = ["bench", "--quick", "--only", "models", "--no-memory", "--no-breakdown"
 BENCH += ["--device", "cpu", "--set", "bench.n_embd=16", "--set", "bench.n_head=2", "--set", "bench.seq_len=16"]
 BENCH += ["--set", "bench.peak_sizes=[64]"]
 REPRODUCE = ["reproduce", "--preset", "tiny", "--only"]
+PREPARE = ["data", "prepare", "--tokenizer", "bytes", "--workers", "0", "--no-progress"]  # in this process
 SWEEP = ["sweep", "icl", "--plan", *(item for item in TINY["icl"] if item not in ("--device", "cpu"))]
 SCALING_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"  # synthetic runs
 SCALING = ["scaling", "fit", "--reference", "gpt2", "--starts", "1", "--bootstrap", "2", "--boot-starts", "1"]
@@ -177,6 +178,12 @@ COMMANDS: dict[str, Command] = {
     "data info": Command(
         good=lambda sb: ["data", "info", sb.path("text")],
         texts={"CORPUS": lambda sb, p: ["data", "info", p], "--images": lambda sb, p: ["data", "info", "--images", p]},
+    ),
+    "data prepare": Command(
+        good=lambda sb: [*PREPARE, sb.path("text"), "--out", sb.path("new")],
+        texts={"SOURCE": lambda sb, p: [*PREPARE, p, "--out", sb.path("new")]},
+        out=lambda sb, p: [*PREPARE, sb.path("text"), "--out", p],
+        accept={"--workers": ("0",), "--split-seed": ("0", "-1", "1000000000000")},
     ),
     "train lm": train("lm"),
     "train vision": train("vision"),

@@ -42,7 +42,7 @@ from aot.data.corpora import SPLITS
 from aot.data.sources import SkipLog, Sources, iter_documents, iter_text_blocks
 from aot.data.tokenizers import BPE_FILE, TrainedBPE, get_tokenizer
 from aot.errors import AotError, os_error_line
-from aot.run_folder import folder_lock, write_text_atomic
+from aot.run_folder import LOCK_FILE, folder_lock, write_text_atomic
 
 META_FILE = "meta.json"
 PROGRESS_FILE = "progress.json"
@@ -569,6 +569,11 @@ def _load_progress(out: Path, options: PrepareOptions, sources: Sources) -> Prog
     against its header; a shard that fails is dropped with the ones after it), or ``None`` for a fresh start."""
     path = out / PROGRESS_FILE
     if not path.is_file():
+        others = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE and not p.name.endswith(".bin"))
+        if others:
+            raise AotError(
+                f"--out {str(out)!r} already holds other files ({', '.join(others[:3])}); give a new or empty folder"
+            )
         leftovers = sorted(p.name for p in out.glob("*.bin"))
         if leftovers:
             raise AotError(
