@@ -18,12 +18,37 @@ The main entry points, one line each (the README's "Use it from Python"; docs/in
   "aot_mssa_tiny_patch7_28", num_classes=0)``).
 """
 
-from aot.config import ModelConfig
+from typing import TYPE_CHECKING, Any
+
 from aot.errors import AotError, ConfigError
-from aot.loader import LoadedRun, load_run
-from aot.models import PRESETS, build_model, preset_config
+
+if TYPE_CHECKING:
+    from aot.config import ModelConfig
+    from aot.loader import LoadedRun, load_run
+    from aot.models import PRESETS, build_model, preset_config
 
 __version__ = "0.1.0"
+
+# the entry points that need torch load on first use (PEP 562), so that `import aot.data.prepare` in a tokenizer
+# worker, and `aot data prepare` itself, do not import torch
+_LAZY = {
+    "ModelConfig": "aot.config",
+    "LoadedRun": "aot.loader",
+    "load_run": "aot.loader",
+    "PRESETS": "aot.models",
+    "build_model": "aot.models",
+    "preset_config": "aot.models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'aot' has no attribute {name!r}")
 __all__ = [
     "PRESETS",
     "AotError",

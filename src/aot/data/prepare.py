@@ -226,8 +226,9 @@ class Encoder:
         self.workers = workers
         self.pending: deque[tuple[Any, Any]] = deque()
         if workers > 0:
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            self.pool = multiprocessing.get_context(method).Pool(workers, _init_worker, (recipe, eot))
+            # spawn: a worker starts as a fresh interpreter that imports this module and its tokenizer only (no
+            # torch: aot's package roots load lazily), rather than a copy of a parent that may hold a model
+            self.pool = multiprocessing.get_context("spawn").Pool(workers, _init_worker, (recipe, eot))
         else:
             _init_worker(recipe, eot)
 
