@@ -49,6 +49,8 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'aot' has no attribute {name!r}")
+
+
 __all__ = [
     "PRESETS",
     "AotError",

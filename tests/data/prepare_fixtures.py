@@ -104,14 +104,18 @@ def write_parquet(path: Path, docs: list[str], column: str = "text", row_group_s
     return path
 
 
-def expected_documents(docs: list[str], tokenizer, val: float, test: float, seed: int = 0) -> dict[str, np.ndarray]:
-    """The tokens of each split in documents mode, by one-shot encoding: over the documents in order, those whose
-    split is ``split_of(i, ...)``, each as ``[EOT] + encode(doc)``."""
+def expected_documents(
+    docs: list[str | None], tokenizer, val: float, test: float, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """The tokens of each split in documents mode, by one-shot encoding: over the records in order, the documents
+    whose split is ``split_of(i, ...)``, each as ``[EOT] + encode(doc)``; a record that is no document (``None``,
+    ``""``: a skipped file, an empty text) keeps its number."""
     from aot.data.prepare import split_of
 
     rows: dict[str, list[int]] = {s: [] for s in SPLITS}
     for i, doc in enumerate(docs):
-        rows[split_of(i, val, test, seed)].extend([tokenizer.eot_id, *tokenizer.encode(doc)])
+        if doc:
+            rows[split_of(i, val, test, seed)].extend([tokenizer.eot_id, *tokenizer.encode(doc)])
     return {s: np.asarray(rows[s], dtype=np.int64) for s in SPLITS}
 
 

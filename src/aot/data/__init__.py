@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aot.data.corpora import CORPORA, DEFAULT_CORPUS, data_dir, fetch_corpus, load_text, split_text
-    from aot.data.prepare import PrepareOptions, prepare
+    from aot.data.prepare import PrepareOptions
     from aot.data.shards import LMBatches, LMData, eval_windows, open_lm_data, prepare_lm_data
     from aot.data.sources import resolve
     from aot.data.tokenizers import get_tokenizer
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 # loaded on first use (PEP 562): the streaming pipeline (sources, prepare, llmc, tokenizers) runs without torch
 _LAZY = {
     **dict.fromkeys(["CORPORA", "DEFAULT_CORPUS", "data_dir", "fetch_corpus", "load_text", "split_text"], "corpora"),
-    **dict.fromkeys(["PrepareOptions", "prepare"], "prepare"),
+    "PrepareOptions": "prepare",  # the function is aot.data.prepare.prepare (the module's name is not shadowed)
     **dict.fromkeys(["LMBatches", "LMData", "eval_windows", "open_lm_data", "prepare_lm_data"], "shards"),
     "resolve": "sources",
     "get_tokenizer": "tokenizers",
@@ -42,7 +42,6 @@ __all__ = [
     "get_tokenizer",
     "load_text",
     "open_lm_data",
-    "prepare",
     "prepare_lm_data",
     "resolve",
     "split_text",

@@ -39,7 +39,17 @@ import numpy as np
 
 from aot.data import llmc
 from aot.data.corpora import SPLITS
-from aot.data.sources import SkipLog, Sources, iter_documents, iter_text_blocks
+from aot.data.sources import (
+    FILE,
+    TEXT,
+    Record,
+    SkipLog,
+    Sources,
+    decode_record,
+    iter_numbered_documents,
+    iter_records,
+    iter_text_blocks,
+)
 from aot.data.tokenizers import BPE_FILE, TrainedBPE, get_tokenizer
 from aot.errors import AotError, os_error_line
 from aot.run_folder import LOCK_FILE, folder_lock, write_text_atomic
@@ -197,55 +207,88 @@ def _load_tokenizer(recipe: tuple[str, str | None]):  # type: ignore[no-untyped-
     return TrainedBPE.load(Path(path)) if path is not None else get_tokenizer(name)
 
 
-def _init_worker(recipe: tuple[str, str | None], eot: int | None) -> None:
+def _init_worker(recipe: tuple[str, str | None], eot: int | None, text_field: str, strict: bool) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker: the workers are the parallelism
-    _WORKER["tokenizer"] = _load_tokenizer(recipe)
-    _WORKER["eot"] = eot
+    _WORKER.update(tokenizer=_load_tokenizer(recipe), eot=eot, text_field=text_field, strict=strict)
 
 
-def _encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens of ``texts`` concatenated (each preceded by the end-of-text id in documents mode), and each
-    text's token count: one array each, cheap to send back."""
+@dataclass
+class Encoded:
+    """A batch of records, decoded and tokenized: the tokens of its tokenized documents concatenated (each preceded
+    by the end-of-text id in documents mode); per record its token count, its UTF-8 bytes (-1: no document) and
+    the sha256 of its text (32 zero bytes for no document); why a file was skipped, by position in the batch."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    n_bytes: np.ndarray
+    digests: bytes
+    skipped: list[tuple[int, str]]
+
+
+def _encode(records: list[Record], tokenize: list[bool]) -> Encoded:
+    """Decode ``records`` (:func:`aot.data.sources.decode_record`), hash each document, and tokenize those marked
+    in ``tokenize`` (a resumed prepare only hashes the documents its finished shards hold)."""
     tokenizer, eot = _WORKER["tokenizer"], _WORKER["eot"]
-    rows = tokenizer.encode_batch(texts)
+    texts, skipped = [], []
+    n_bytes = np.full(len(records), -1, dtype=np.int64)
+    digests = bytearray(32 * len(records))
+    for k, record in enumerate(records):
+        text, why = decode_record(record, _WORKER["text_field"], _WORKER["strict"])
+        if why is not None:
+            skipped.append((k, why))
+        if not text:
+            continue
+        raw = text.encode("utf-8")
+        n_bytes[k] = len(raw)
+        if record.kind != TEXT:  # documents: each hashed here; one text is hashed whole by the reader
+            digests[32 * k : 32 * k + 32] = hashlib.sha256(raw).digest()
+        if tokenize[k]:
+            texts.append(text)
+    rows = tokenizer.encode_batch(texts) if texts else []
     dtype = np.uint32 if tokenizer.vocab_size > 65536 else np.uint16
     if eot is not None:
         head = np.array([eot], dtype=dtype)
         rows = [part for row in rows for part in (head, row)]
-        lengths = np.array([len(r) + 1 for r in rows[1::2]], dtype=np.int64)
+        counts = [len(r) + 1 for r in rows[1::2]]
     else:
-        lengths = np.array([len(r) for r in rows], dtype=np.int64)
+        counts = [len(r) for r in rows]
+    lengths = np.zeros(len(records), dtype=np.int64)
+    lengths[[k for k in range(len(records)) if tokenize[k] and n_bytes[k] >= 0]] = counts
     tokens = np.concatenate([np.asarray(r, dtype=dtype) for r in rows]) if rows else np.zeros(0, dtype=dtype)
-    return tokens, lengths
+    return Encoded(tokens, lengths, n_bytes, bytes(digests), skipped)
 
 
 class Encoder:
     """Tokenize batches in order: inline (``workers=0``) or in a pool with a bounded number of batches in flight."""
 
-    def __init__(self, recipe: tuple[str, str | None], eot: int | None, workers: int) -> None:
+    def __init__(
+        self, recipe: tuple[str, str | None], eot: int | None, workers: int, text_field: str, strict: bool
+    ) -> None:
         self.workers = workers
         self.pending: deque[tuple[Any, Any]] = deque()
+        setup = (recipe, eot, text_field, strict)
         if workers > 0:
-            # spawn: a worker starts as a fresh interpreter that imports this module and its tokenizer only (no
-            # torch: aot's package roots load lazily), rather than a copy of a parent that may hold a model
-            self.pool = multiprocessing.get_context("spawn").Pool(workers, _init_worker, (recipe, eot))
+            # fork where there is one: a worker starts at once, whatever the caller's __main__ is (spawn re-imports a
+            # script, and fails under `python -` or re-runs an unguarded one); the parent's pages stay shared
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            self.pool = multiprocessing.get_context(method).Pool(workers, _init_worker, setup)
         else:
-            _init_worker(recipe, eot)
+            _init_worker(*setup)
 
-    def submit(self, texts: list[str], tag: Any) -> Iterator[tuple[Any, tuple[np.ndarray, np.ndarray]]]:
+    def submit(self, records: list[Record], tokenize: list[bool], tag: Any) -> Iterator[tuple[Any, Encoded]]:
         """Queue a batch; yields the results that must be taken now to keep the queue bounded."""
         if self.workers == 0:
-            yield tag, _encode(texts)
+            yield tag, _encode(records, tokenize)
             return
-        self.pending.append((tag, self.pool.apply_async(_encode, (texts,))))
+        self.pending.append((tag, self.pool.apply_async(_encode, (records, tokenize))))
         while len(self.pending) > 2 * self.workers:
             yield self._take()
 
-    def drain(self) -> Iterator[tuple[Any, tuple[np.ndarray, np.ndarray]]]:
+    def drain(self) -> Iterator[tuple[Any, Encoded]]:
         while self.pending:
             yield self._take()
 
-    def _take(self) -> tuple[Any, tuple[np.ndarray, np.ndarray]]:
+    def _take(self) -> tuple[Any, Encoded]:
         tag, result = self.pending.popleft()
         return tag, result.get()
 
@@ -456,53 +499,57 @@ def _prepare_locked(
     if state is None:
         state = Progress(options.key(), sources.fingerprint(), {"name": tokenizer.name, "path": recipe[1]})
         state.save(out)  # before the first shard: a shard on disk is always one this folder's record may claim
-    done = {split: state.done_until(split) for split in SPLITS}
-    resume_at = min(done.values())
+    done = {split: state.done_until(split) for split in SPLITS}  # records below are in finished shards
     writers = {
         split: SplitWriter(out, split, sum(1 for s in state.shards if s.split == split), tokenizer.vocab_size)
         for split in SPLITS
     }
     skipped = SkipLog()
-    content = hashlib.sha256()
+    content = hashlib.sha256()  # one text: of the text; documents: of each document's sha256, in order
     counted = {"documents": 0, "bytes": 0}
-    encoder = Encoder(recipe, eot, workers)
+    encoder = Encoder(recipe, eot, workers, options.text_field, options.strict)
     bar = _bar(progress)
     try:
-        batch: list[str] = []
-        tags: list[tuple[int, str, int]] = []
-        chars = 0
+        records: list[Record] = []
+        tags: list[tuple[int, str, bool, str]] = []
+        size = 0
 
-        def take(results: Iterable[tuple[Any, tuple[np.ndarray, np.ndarray]]]) -> None:
-            for batch_tags, (tokens, lengths) in results:
+        def take(results: Iterable[tuple[list[tuple[int, str, bool, str]], Encoded]]) -> None:
+            for batch_tags, encoded in results:
+                for k, why in encoded.skipped:
+                    skipped.add(Path(batch_tags[k][3]), why)
                 offset = 0
-                for (doc, split, n_bytes), length in zip(batch_tags, lengths):
+                for k, (number, split, tokenize, _) in enumerate(batch_tags):
+                    n_bytes = int(encoded.n_bytes[k])
+                    if n_bytes < 0:
+                        continue  # an empty text or a skipped file: no document
+                    counted["documents"] += 1
+                    counted["bytes"] += n_bytes
+                    if split_by == "documents":
+                        content.update(encoded.digests[32 * k : 32 * k + 32])
+                    bar.update(n_bytes)
+                    if not tokenize:
+                        continue
+                    length = int(encoded.lengths[k])
                     writer = writers[split]
-                    writer.append(tokens[offset : offset + length], doc, n_bytes)
-                    offset += int(length)
+                    writer.append(encoded.tokens[offset : offset + length], number, n_bytes)
+                    offset += length
                     if writer.count >= options.shard_tokens:
                         _finish_shard(writer, state, out, on_shard)
-
-        for doc, (text, split) in enumerate(_documents(sources, options, split_by, n_chars, tokenizer, skipped)):
-            raw = text.encode("utf-8")
-            content.update(raw)
-            if split_by == "documents":
-                content.update(b"\0")
-            counted["documents"] += 1
-            counted["bytes"] += len(raw)
-            bar.update(len(raw))
-            if counted["documents"] % 1000 == 0:
                 per_second = counted["documents"] / max(time.perf_counter() - start, 1e-9)
                 bar.set_postfix(docs=f"{counted['documents']:,}", docs_s=f"{per_second:,.0f}", refresh=False)
-            if doc < resume_at or doc < done[split]:
-                continue
-            batch.append(text)
-            tags.append((doc, split, len(raw)))
-            chars += len(text)
-            if chars >= BATCH_CHARS:
-                take(encoder.submit(batch, tags))
-                batch, tags, chars = [], [], 0
-        if batch:
-            take(encoder.submit(batch, tags))
+
+        for number, (record, split) in enumerate(_records(sources, options, split_by, n_chars, tokenizer)):
+            if record.kind == TEXT:
+                content.update(record.payload.encode("utf-8"))
+            records.append(record)
+            tags.append((number, split, number >= done[split], record.path if record.kind == FILE else ""))
+            size += len(record.payload) if isinstance(record.payload, str | bytes) else 0
+            if size >= BATCH_CHARS:
+                take(encoder.submit(records, [t[2] for t in tags], tags))
+                records, tags, size = [], [], 0
+        if records:
+            take(encoder.submit(records, [t[2] for t in tags], tags))
         take(encoder.drain())
         for writer in writers.values():
             _finish_shard(writer, state, out, on_shard)
@@ -621,15 +668,18 @@ def _count_chars(sources: Sources) -> int:
     return sum(len(block) for block in iter_text_blocks(sources))
 
 
-def _documents(
-    sources: Sources, options: PrepareOptions, split_by: str, n_chars: int, tokenizer: Any, skipped: SkipLog
-) -> Iterator[tuple[str, str]]:
+def _records(
+    sources: Sources, options: PrepareOptions, split_by: str, n_chars: int, tokenizer: Any
+) -> Iterator[tuple[Record, str]]:
+    """Every record with its split: one text's pieces with the split they fall in, or each record of the sources
+    with the split its number hashes to."""
     if split_by == "contiguous":
         any_cut = tokenizer.name == "bytes"
-        yield from contiguous_pieces(iter_text_blocks(sources), n_chars, options, any_cut)
+        for piece, split in contiguous_pieces(iter_text_blocks(sources), n_chars, options, any_cut):
+            yield Record(TEXT, piece), split
         return
-    for index, text in enumerate(iter_documents(sources, options.text_field, options.strict, skipped)):
-        yield text, split_of(index, options.val_fraction, options.test_fraction, options.split_seed)
+    for number, record in enumerate(iter_records(sources, options.text_field)):
+        yield record, split_of(number, options.val_fraction, options.test_fraction, options.split_seed)
 
 
 def _tokenizer_for(
@@ -666,7 +716,7 @@ def _bpe_sample_lines(sources: Sources, options: PrepareOptions, split_by: str, 
     else:
         texts = (
             (text, split_of(i, options.val_fraction, options.test_fraction, options.split_seed))
-            for i, text in enumerate(iter_documents(sources, options.text_field, options.strict, SkipLog()))
+            for i, text in iter_numbered_documents(sources, options.text_field, options.strict, SkipLog())
         )
     for text, split in texts:
         if split != "train":

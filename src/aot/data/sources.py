@@ -153,35 +153,54 @@ def _files_of(spec: str, root: Path | None) -> list[SourceFile]:
     return [SourceFile(path, file_kind)]
 
 
-# -- documents --------------------------------------------------------------------------------------------------
+# -- records and documents ----------------------------------------------------------------------------------------
+
+#: what a record is, to :func:`decode_record`: a line of JSON, a ``.txt`` file's bytes, a row's value, a text piece
+JSON, FILE, ROW, TEXT = "json", "file", "row", "text"
 
 
-def iter_documents(
-    sources: Sources, text_field: str = "text", strict: bool = False, skipped: SkipLog | None = None
-) -> Iterator[str]:
-    """Every document of ``sources``, in order (see the module docstring for what a document is and what is
-    skipped). Memory holds one document (or one parquet batch) at a time."""
-    skipped = skipped if skipped is not None else SkipLog()
+@dataclass(frozen=True)
+class Record:
+    """One record of a source, read but not yet decoded: ``kind`` (:data:`JSON` line bytes, :data:`FILE` bytes of
+    a ``.txt`` file, :data:`ROW` value of a parquet / ``hf:`` text column, :data:`TEXT` a piece of text), the raw
+    ``payload``, and where it comes from (``path``, ``line``) for an error message. Records are numbered in
+    order; the number decides the record's split. A record whose text is empty (or a skipped file) is no
+    document, and keeps its number, so the same rows give the same splits in every kind of source."""
+
+    kind: str
+    payload: Any
+    path: str = ""
+    line: int = 0
+    universal_newlines: bool = False
+
+
+def iter_records(sources: Sources, text_field: str = "text") -> Iterator[Record]:
+    """The records of ``sources`` in order, raw: reading them is cheap (lines of bytes, files' bytes, Arrow
+    batches), decoding them (:func:`decode_record`: JSON, UTF-8, the text field) is the tokenizer workers' job.
+    Memory holds one record (or one parquet batch) at a time."""
     if sources.hf is not None:
-        yield from _hf_documents(sources.hf, text_field)
+        yield from _hf_records(sources.hf, text_field)
         return
     for source in sources.files:
         if source.kind == "text":
-            text = _text_document(source, strict, skipped)
-            if text:
-                yield text
+            yield Record(FILE, _read_bytes(source.path), str(source.path), 0, source.universal_newlines)
         elif source.kind == "jsonl":
-            yield from _jsonl_documents(source.path, text_field)
+            yield from _jsonl_records(source.path)
         else:
-            yield from _parquet_documents(source.path, text_field)
+            yield from _parquet_records(source.path, text_field)
 
 
-def _text_document(source: SourceFile, strict: bool, skipped: SkipLog) -> str | None:
-    path = source.path
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise AotError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+def decode_record(record: Record, text_field: str = "text", strict: bool = False) -> tuple[str, str | None]:
+    """``(text, skipped)``: the record's text (``""``: no document), and why a ``.txt`` file was skipped (binary,
+    not UTF-8; ``None`` otherwise). A JSON line that is not an object with a string ``text_field``, or a row of
+    bytes that are not UTF-8, is one line naming the file (and the line); with ``strict`` so is a skipped file."""
+    if record.kind == TEXT:
+        return record.payload, None
+    if record.kind == JSON:
+        return _json_text(record.payload, record.path, record.line, text_field), None
+    if record.kind == ROW:
+        return _row_text(record.payload, record.path, text_field), None
+    data: bytes = record.payload
     why = None
     if b"\0" in data:
         why = f"binary (a NUL byte at offset {data.index(0)})"
@@ -192,33 +211,58 @@ def _text_document(source: SourceFile, strict: bool, skipped: SkipLog) -> str | 
             why = f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
     if why is not None:
         if strict:
-            raise AotError(f"{str(path)!r} is {why}; convert it to UTF-8 text or remove it (or drop --strict)")
-        skipped.add(path, why)
-        return None
-    if source.universal_newlines:
+            raise AotError(f"{record.path!r} is {why}; convert it to UTF-8 text or remove it (or drop --strict)")
+        return "", why
+    if record.universal_newlines:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+    return text, None
 
 
-def _jsonl_documents(path: Path, text_field: str) -> Iterator[str]:
+def iter_documents(
+    sources: Sources, text_field: str = "text", strict: bool = False, skipped: SkipLog | None = None
+) -> Iterator[str]:
+    """Every document of ``sources``, in order, decoded in this process (the reference reader; ``aot data
+    prepare`` decodes the same records in its workers)."""
+    for _, text in iter_numbered_documents(sources, text_field, strict, skipped):
+        yield text
+
+
+def iter_numbered_documents(
+    sources: Sources, text_field: str = "text", strict: bool = False, skipped: SkipLog | None = None
+) -> Iterator[tuple[int, str]]:
+    """``(record number, text)`` of every document of ``sources``, in order."""
+    skipped = skipped if skipped is not None else SkipLog()
+    for number, record in enumerate(iter_records(sources, text_field)):
+        text, why = decode_record(record, text_field, strict)
+        if why is not None:
+            skipped.add(Path(record.path), why)
+        if text:
+            yield number, text
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise AotError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _jsonl_records(path: Path) -> Iterator[Record]:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+        with opener(path, "rb") as handle:
             for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                text = _json_text(line, path, number, text_field)
-                if text:  # an empty text is no document, in every kind of source
-                    yield text
-    except UnicodeDecodeError as exc:
-        raise AotError(f"{str(path)!r} is not UTF-8 JSON lines ({exc.reason}); convert it to UTF-8") from None
+                if line.strip():
+                    yield Record(JSON, line, str(path), number)
     except (OSError, EOFError, zlib.error) as exc:  # a gzip stream that is cut short, corrupted or not gzip
         raise AotError(f"cannot read {str(path)!r}: {exc}; check the file (gzip -t) or prepare it again") from None
 
 
-def _json_text(line: str, path: Path, number: int, text_field: str) -> str:
+def _json_text(line: bytes | str, path: str, number: int, text_field: str) -> str:
     try:
         row = json.loads(line)
+    except UnicodeDecodeError as exc:
+        raise AotError(f"{path}:{number} is not UTF-8 ({exc.reason}); convert the file to UTF-8") from None
     except json.JSONDecodeError as exc:
         raise AotError(f"{path}:{number} is not JSON ({exc.msg}); every line must be one JSON object") from None
     value = row.get(text_field) if isinstance(row, dict) else None
@@ -232,7 +276,23 @@ def _json_text(line: str, path: Path, number: int, text_field: str) -> str:
     return value
 
 
-def _parquet_documents(path: Path, text_field: str) -> Iterator[str]:
+def _row_text(value: Any, path: str, text_field: str) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AotError(
+                f"{path}: column {text_field!r} holds bytes that are not UTF-8; store the text as UTF-8 strings"
+            ) from None
+    if value is not None and not isinstance(value, str):
+        raise AotError(
+            f"{path}: column {text_field!r} holds {type(value).__name__}, not text; "
+            "give the column that holds the text with --text-field NAME"
+        )
+    return value or ""
+
+
+def _parquet_records(path: Path, text_field: str) -> Iterator[Record]:
     try:
         import pyarrow.parquet as pq  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
@@ -247,26 +307,13 @@ def _parquet_documents(path: Path, text_field: str) -> Iterator[str]:
             f"parquet {str(path)!r} has no column {text_field!r} (columns: {', '.join(columns[:12])}); "
             "give the column that holds the text with --text-field NAME"
         )
+    where = f"parquet {str(path)!r}"
     for batch in parquet.iter_batches(columns=[text_field], batch_size=1024):
         for value in batch.column(0).to_pylist():
-            if isinstance(value, bytes):
-                try:
-                    value = value.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise AotError(
-                        f"parquet {str(path)!r}: column {text_field!r} holds bytes that are not UTF-8; "
-                        "store the text as UTF-8 strings"
-                    ) from None
-            elif value is not None and not isinstance(value, str):
-                raise AotError(
-                    f"parquet {str(path)!r}: column {text_field!r} holds {type(value).__name__}, not text; "
-                    "give the column that holds the text with --text-field NAME"
-                )
-            if value:
-                yield value
+            yield Record(ROW, value, where)
 
 
-def _hf_documents(spec: str, text_field: str) -> Iterator[str]:
+def _hf_records(spec: str, text_field: str) -> Iterator[Record]:
     fix = "use local .jsonl / .parquet / .txt files"
     dataset = _open_hf(spec, fix)
     names = getattr(dataset, "column_names", None)
@@ -274,10 +321,9 @@ def _hf_documents(spec: str, text_field: str) -> Iterator[str]:
         raise AotError(
             f"HuggingFace dataset {spec!r} has no column {text_field!r} (columns: {names}); give --text-field"
         )
+    where = f"HuggingFace dataset {spec!r}"
     for row in dataset:
-        value = row.get(text_field)
-        if isinstance(value, str) and value:
-            yield value
+        yield Record(ROW, row.get(text_field), where)
 
 
 def _open_hf(spec: str, fix: str) -> Any:
