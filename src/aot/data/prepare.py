@@ -2,14 +2,16 @@
 
 The pipeline (one reader, ``workers`` tokenizer processes, one writer):
 
-1. The reader (:mod:`aot.data.sources`) yields documents in a fixed order and numbers them ``0, 1, 2, …``.
-2. Each document is assigned to a split by a hash of its number and ``split_seed`` alone (:func:`split_of`), so a
+1. The reader (:mod:`aot.data.sources`) yields records (a JSON line, a row, a ``.txt`` file) in a fixed order,
+   raw, and numbers them ``0, 1, 2, …``; decoding them is the workers' job, so the reader stays light.
+2. Each record is assigned to a split by a hash of its number and ``split_seed`` alone (:func:`split_of`), so a
    split never cuts a document and the assignment does not depend on the worker count. One text (a registered
    corpus, one ``.txt`` file) is instead split contiguously by characters — the first ``1 - val - test`` train,
    then val, then test — exactly as the package always split such corpora, streamed in pieces that end where the
    tokenizer's pre-tokenisation ends a token anyway (:func:`safe_cut`), so the tokens equal one-shot encoding.
-3. Batches of documents go to worker processes that tokenize them (tiktoken's / HF tokenizers' batch encoding); at
-   most ``2 × workers`` batches are in flight, so memory is bounded by those batches, never by the corpus.
+3. Batches of records go to worker processes that decode, hash and tokenize them (tiktoken's / HF tokenizers'
+   batch encoding); at most ``2 × workers`` batches are in flight, so memory is bounded by those batches, never by
+   the corpus.
    Results are taken back in submission order, so the output is the same for 1 and N workers, byte for byte.
 4. In documents mode every document is preceded by the end-of-text token (as llm.c's FineWeb script writes it).
 5. The writer appends each split's tokens to its current shard file (on disk, not in memory) and closes the shard
