@@ -254,3 +254,26 @@ def test_compiled_training_matches_eager(tmp_path):
     compiled = _trainer(tmp_path / "compiled", tiny_model(), steps=3, compile=True).fit()
     for (_, a), (_, b) in zip(eager.losses, compiled.losses):
         assert a == pytest.approx(b, rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("world", "expected"),
+    [(1, (480, 12, 40)), (2, (240, 12, 20)), (3, (160, 10, 16)), (8, (60, 12, 5)), (16, (30, 10, 3))],
+)
+def test_the_papers_batch_splits_for_any_gpu_count_that_divides_it(world, expected):
+    """480 rows at micro-batches of at most 12: the global batch never changes, the micro-batch is the largest that
+    divides each process's share, and a smaller one than asked is said in a note."""
+    from aot.train.trainer import split_batch
+
+    per_process, micro, steps, note = split_batch(480, world, 12)
+    assert (per_process, micro, steps) == expected and per_process * world == 480 and micro * steps == per_process
+    assert bool(note) == (micro != 12)
+
+
+def test_a_world_size_that_does_not_divide_the_batch_is_one_line():
+    from aot.errors import ConfigError
+    from aot.train.trainer import split_batch
+
+    with pytest.raises(ConfigError, match=r"480 rows cannot be shared evenly by 7 processes; .*\(1, 2, 3, 4, 5, 6, 8, 10"):
+        split_batch(480, 7, 12)
+    assert split_batch(16, 2, None)[:3] == (8, 8, 1)  # no micro-batch asked: the whole share at once

@@ -186,6 +186,31 @@ class TrainResult:
     branched_from: dict[str, Any] | None = None  # a cooldown branch: the checkpoint it started from and its step
 
 
+def split_batch(batch: int, world: int, micro: int | None) -> tuple[int, int, int, str]:
+    """``(rows per process, micro-batch, accumulation steps, note)`` for a global batch of ``batch`` rows over
+    ``world`` processes, with micro-batches of at most ``micro`` rows (``None``: the whole share at once). The
+    global batch is the recipe and never changes; the micro-batch is the largest one up to ``micro`` that divides
+    each process's share (the paper's 480 rows at micro 12: 5 steps of 12 on 8 GPUs, 3 of 10 on 16, 16 of 10 on 3),
+    and ``note`` says so when it is smaller than asked. Only a world size that does not divide the batch has no
+    split: one line naming the sizes that do."""
+    if batch % world:
+        near = [w for w in range(max(1, world - 8), world + 9) if batch % w == 0]
+        raise ConfigError(
+            f"train.batch_size={batch} rows cannot be shared evenly by {world} processes; run on a number of "
+            f"processes that divides it ({', '.join(map(str, near))}, ...) or choose a batch_size divisible by {world}"
+        )
+    per_process = batch // world
+    wanted = min(micro or per_process, per_process)
+    chosen = max(d for d in range(1, wanted + 1) if per_process % d == 0)
+    note = ""
+    if micro is not None and chosen != micro:
+        note = (
+            f"micro-batches of {chosen} rows, not train.micro_batch_size={micro}: each of the {world} processes "
+            f"takes {per_process} of the {batch} rows, in {per_process // chosen} equal micro-batches"
+        )
+    return per_process, chosen, per_process // chosen, note
+
+
 class Trainer:
     """See the module docstring. ``model`` is the user's model (not wrapped); the trainer wraps it for DDP or
     FSDP when it runs in several processes (``torch.distributed`` initialised)."""
@@ -244,17 +269,12 @@ class Trainer:
         self.peak, self.peak_raised = 0.0, False  # FLOP/s per process that MFU divides by (set by fit())
 
     def _batch_split(self) -> tuple[int, int, int]:
-        world, batch = self.env.world_size, self.cfg.batch_size
-        if batch % world:
-            raise ConfigError(f"train.batch_size={batch} must be divisible by the number of processes ({world})")
-        per_process = batch // world
-        micro = self.cfg.micro_batch_size or per_process
-        if per_process % micro:
-            raise ConfigError(
-                f"the per-process batch {per_process} (batch_size {batch} / {world} processes) is not a multiple of "
-                f"micro_batch_size={micro}"
-            )
-        return per_process, micro, per_process // micro
+        per_process, micro, n_micro, note = split_batch(
+            self.cfg.batch_size, self.env.world_size, self.cfg.micro_batch_size
+        )
+        if note and self.env.is_main:
+            print(f"aot: {note}", file=sys.stderr, flush=True)
+        return per_process, micro, n_micro
 
     def autocast(self):  # type: ignore[no-untyped-def]
         if self.precision == "bf16":
