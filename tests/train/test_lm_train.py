@@ -274,6 +274,7 @@ def test_a_world_size_that_does_not_divide_the_batch_is_one_line():
     from aot.errors import ConfigError
     from aot.train.trainer import split_batch
 
-    with pytest.raises(ConfigError, match=r"480 rows cannot be shared evenly by 7 processes; .*\(1, 2, 3, 4, 5, 6, 8, 10"):
+    refused = r"480 rows cannot be shared evenly by 7 processes; .*\(1, 2, 3, 4, 5, 6, 8, 10"
+    with pytest.raises(ConfigError, match=refused):
         split_batch(480, 7, 12)
     assert split_batch(16, 2, None)[:3] == (8, 8, 1)  # no micro-batch asked: the whole share at once
