@@ -50,6 +50,16 @@ import numpy as np
 import psutil
 
 HERE = Path(__file__).resolve().parent
+
+
+def shown(command: list[str]) -> str:
+    """``command`` as recorded: paths in the checkout relative to its root, the work folder as $WORK, the
+    interpreter as python (the record must not name this machine's folders)."""
+    root = str(HERE.parents[1])
+    text = shlex.join(command).replace(sys.executable, "python").replace(root + "/", "")
+    return re.sub(r"/\S*/aot-data-bench", "$WORK", text)
+
+
 RESULTS = HERE / "results.json"
 RESULTS_MD = HERE / "results.md"
 README = HERE / "README.md"
@@ -301,7 +311,7 @@ def corpus(work: Path, size: float) -> Path:
     print(f"generating {path} ...", flush=True)
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=child_env())
     info = json.loads(done.stdout.strip().splitlines()[-1])
-    info["command"] = shlex.join(command)
+    info["command"] = shown(command)
     sidecar.write_text(json.dumps(info, indent=1) + "\n")
     results = load()
     results.setdefault("corpora", {})[size_name(size)] = {**info, "file": path.name}
@@ -334,7 +344,7 @@ def run_aot(path: Path, work: Path, size: float, tokenizer: str, workers: int) -
         size_gb=size,
         tokenizer=tokenizer,
         workers=workers,
-        command="OMP_NUM_THREADS=1 " + shlex.join(command),
+        command="OMP_NUM_THREADS=1 " + shown(command),
         date=now(),
         jsonl_bytes=jsonl_bytes,
         text_bytes=text_bytes,
@@ -443,7 +453,7 @@ def run_nanogpt(path: Path, work: Path, size: float) -> dict[str, Any]:
         size_gb=size,
         tokenizer="gpt2",
         workers=NANOGPT_PROCS,
-        command="OMP_NUM_THREADS=1 HF_DATASETS_CACHE=... " + shlex.join(command),
+        command="OMP_NUM_THREADS=1 HF_DATASETS_CACHE=... " + shown(command),
         date=now(),
         phases_s=report["seconds"],
         documents=sum(report["documents"].values()),

@@ -226,20 +226,6 @@ def load_text(spec: str, root: Path | None = None) -> str:
     raise AssertionError("unreachable")
 
 
-def check_text_source(spec: str) -> None:
-    """Refuse, before any work, a corpus ``spec`` given as a path that names no readable text source (missing, a
-    folder without text files, /dev/null) or, for text files up to 64 MB, holds bytes that are not UTF-8: one line
-    naming it (:func:`aot.data.sources.resolve`, then the text read in blocks, never whole). Registered names and
-    ``hf:`` corpora are left to the run (they are fetched or streamed when used)."""
-    if not spec.startswith("hf:") and spec not in CORPORA:
-        from aot.data.sources import CONTENT_KEY_BYTES, iter_text_blocks, resolve
-
-        sources = resolve([spec])
-        if all(f.kind == "text" for f in sources.files) and sources.total_bytes <= CONTENT_KEY_BYTES:
-            for _ in iter_text_blocks(sources):  # decoded in blocks: bytes that are not UTF-8 are one line now
-                pass
-
-
 def _read_text_file(path: Path) -> str:
     """A corpus file: UTF-8 text, or one line naming the file (not a regular file, empty, bytes that are not
     UTF-8: :func:`aot.validation.read_text_file`). Latin-1 is not guessed: a wrong guess would train on mojibake."""

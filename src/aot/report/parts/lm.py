@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aot.data.corpora import check_text_source
+from aot.data.sources import check_text_source
 from aot.errors import AotError
 from aot.report.document import Block, Figure, Paragraph, Table
 from aot.report.paper_numbers import LM_BASELINE, LM_MODELS, LM_RECIPE, lm_gap
