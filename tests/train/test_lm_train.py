@@ -278,3 +278,34 @@ def test_a_world_size_that_does_not_divide_the_batch_is_one_line():
     with pytest.raises(ConfigError, match=refused):
         split_batch(480, 7, 12)
     assert split_batch(16, 2, None)[:3] == (8, 8, 1)  # no micro-batch asked: the whole share at once
+
+
+def _eval_worker(rank: int, world: int, store: str, out: str) -> None:
+    from aot.eval.lm import evaluate_lm
+
+    with gloo_group(rank, world, store):
+        torch.manual_seed(0)
+        model = tiny_model().eval()
+        tokens = fixture_tokens()
+        with torch.no_grad():
+            split = evaluate_lm(model, tokens, 16, np.ones(256, dtype=np.int64), 4, 37, across_ranks=True)
+        torch.save(split, Path(out) / f"rank{rank}.pt")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_final_evaluation_split_across_ranks_equals_one_process(tmp_path, world):
+    """Each of 2 (3) gloo processes scores its share of 37 windows (3 uneven: 13 / 12 / 12, the short ones padded
+    so every process runs the same batches); one all-reduce gives every process the one-process figures."""
+    import torch.multiprocessing as mp
+
+    from aot.eval.lm import evaluate_lm
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        one = evaluate_lm(tiny_model().eval(), fixture_tokens(), 16, np.ones(256, dtype=np.int64), 4, 37)
+    mp.spawn(_eval_worker, args=(world, str(tmp_path / "store"), str(tmp_path)), nprocs=world, join=True)
+    for rank in range(world):
+        split = torch.load(tmp_path / f"rank{rank}.pt")
+        assert split.keys() == one.keys() and split["windows"] == 37
+        for key, value in one.items():
+            assert split[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key

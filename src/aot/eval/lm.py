@@ -29,6 +29,7 @@ def evaluate_lm(
     batch_size: int = 16,
     max_windows: int | None = None,
     device: torch.device | str = "cpu",
+    across_ranks: bool = False,
 ) -> dict[str, float]:
     """Mean next-token cross-entropy over non-overlapping windows of the split (all of them, or ``max_windows``
     spread evenly), with perplexity and per-byte figures and their standard errors. ``model(idx)`` must return
@@ -51,16 +52,33 @@ def evaluate_lm(
     the error says how far another text of the same kind could move it. ``windows`` is how many were scored,
     ``split_windows`` how many the split holds, ``full_split`` whether they are all of them."""
     starts = eval_windows(tokens, block_size, max_windows)
-    window_nats, window_bytes = np.zeros(len(starts)), np.zeros(len(starts))
-    for first in range(0, len(starts), batch_size):
-        rows = starts[first : first + batch_size]
-        windows = np.stack([np.asarray(tokens[s : s + block_size + 1], dtype=np.int64) for s in rows])
+    rank, world = _ranks() if across_ranks else (0, 1)
+    # this process's windows: every world-th one; every process runs as many batches (the last padded with a repeat
+    # whose score is dropped), as a sharded model's forward needs all of them at once
+    mine = np.arange(rank, len(starts), world)
+    per_process = -(-len(starts) // world)
+    padded = np.concatenate([mine, np.full(per_process - len(mine), mine[-1] if len(mine) else 0)])
+    window_nats = torch.zeros(len(starts), dtype=torch.float64, device=device)
+    window_bytes = np.zeros(len(starts))
+    for first in range(0, len(padded), batch_size):
+        rows = padded[first : first + batch_size]
+        windows = np.stack([np.asarray(tokens[s : s + block_size + 1], dtype=np.int64) for s in starts[rows]])
         batch = torch.from_numpy(windows).to(device)
         logits = model(batch[:, :-1])[0]
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32; fp64 stays
         nats = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
-        window_nats[first : first + len(rows)] = nats.double().view(len(rows), block_size).sum(1).cpu().numpy()
-        window_bytes[first : first + len(rows)] = token_bytes[windows[:, 1:]].sum(1)
+        real = min(len(rows), max(len(mine) - first, 0))  # the padding's scores are dropped
+        index = torch.from_numpy(rows[:real]).to(device)
+        window_nats[index] = nats.double().view(len(rows), block_size).sum(1)[:real]  # no host sync per batch
+        window_bytes[rows[:real]] = token_bytes[windows[:real, 1:]].sum(1)
+    if world > 1:
+        import torch.distributed as dist
+
+        sizes = torch.from_numpy(window_bytes).to(device)
+        for scores in (window_nats, sizes):
+            dist.all_reduce(scores)  # each window is scored by one process: the sum assembles them all
+        window_bytes = sizes.cpu().numpy()
+    window_nats = window_nats.cpu().numpy()
     n, total_nats, total_bytes = len(starts), float(window_nats.sum()), float(window_bytes.sum())
     loss = total_nats / (n * block_size)
     per_byte = total_nats / max(total_bytes, 1.0)
@@ -77,6 +95,15 @@ def evaluate_lm(
         "split_windows": split_windows,
         "full_split": n == split_windows,
     }
+
+
+def _ranks() -> tuple[int, int]:
+    """(rank, world size) of the process group, (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def _standard_error(values: np.ndarray) -> float:

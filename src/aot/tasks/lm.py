@@ -328,6 +328,7 @@ class LMTask(Task[LMData]):
                 run.eval.batch_size,
                 run.eval.final_windows,
                 device,
+                across_ranks=True,  # each process scores its share of the windows; one all-reduce assembles them
             )
             for split in ("val", "test")
         }
