@@ -58,7 +58,7 @@ def evaluate_lm(
     mine = np.arange(rank, len(starts), world)
     per_process = -(-len(starts) // world)
     padded = np.concatenate([mine, np.full(per_process - len(mine), mine[-1] if len(mine) else 0)])
-    window_nats = torch.zeros(len(starts), dtype=torch.float64, device=device)
+    scored = torch.zeros(len(starts), dtype=torch.float64, device=device)
     window_bytes = np.zeros(len(starts))
     for first in range(0, len(padded), batch_size):
         rows = padded[first : first + batch_size]
@@ -69,16 +69,16 @@ def evaluate_lm(
         nats = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
         real = min(len(rows), max(len(mine) - first, 0))  # the padding's scores are dropped
         index = torch.from_numpy(rows[:real]).to(device)
-        window_nats[index] = nats.double().view(len(rows), block_size).sum(1)[:real]  # no host sync per batch
+        scored[index] = nats.double().view(len(rows), block_size).sum(1)[:real]  # no host sync per batch
         window_bytes[rows[:real]] = token_bytes[windows[:real, 1:]].sum(1)
     if world > 1:
         import torch.distributed as dist
 
         sizes = torch.from_numpy(window_bytes).to(device)
-        for scores in (window_nats, sizes):
+        for scores in (scored, sizes):
             dist.all_reduce(scores)  # each window is scored by one process: the sum assembles them all
         window_bytes = sizes.cpu().numpy()
-    window_nats = window_nats.cpu().numpy()
+    window_nats = scored.cpu().numpy()
     n, total_nats, total_bytes = len(starts), float(window_nats.sum()), float(window_bytes.sum())
     loss = total_nats / (n * block_size)
     per_byte = total_nats / max(total_bytes, 1.0)
