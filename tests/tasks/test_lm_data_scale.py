@@ -51,3 +51,26 @@ def test_baselines_use_the_whole_split_when_small_and_a_bounded_sample_when_larg
     sampled = lm_task.lm_baselines(data, token_bytes)
     assert sampled["val"]["bigram"]["sampled_tokens"] == {"train": 1280, "val": 640}
     assert abs(sampled["val"]["unigram"]["loss"] - whole["unigram"]["loss"]) < 0.1  # uniform tokens: close
+
+
+def test_the_end_of_run_baselines_do_not_grow_with_the_corpus(monkeypatch):
+    """A billion-token training split (one array seen 1,000 times: no memory): what the baselines read after the
+    last step is the bounded sample, 32 M training and 4 M held-out tokens, never the split."""
+    seen: list[tuple[int, int]] = []
+
+    def recording(train, held_out, vocab_size, token_bytes):  # the counting stands in for the fit
+        seen.append((len(train), len(held_out)))
+        return {"unigram": {"loss": 1.0}, "bigram": {"loss": 1.0}}
+
+    monkeypatch.setattr(lm_task, "ngram_baselines", recording)
+    part = np.arange(1_000_000, dtype=np.uint16)
+    data = shards.LMData(
+        tokenizer=type("T", (), {"vocab_size": 65536})(),  # type: ignore[arg-type]
+        splits={"train": TokenSplit([part] * 1000), "val": TokenSplit([part] * 20), "test": TokenSplit([part] * 20)},
+        split_bytes={},
+        key="k",
+        folder=Path("."),
+    )
+    baselines = lm_task.lm_baselines(data, np.ones(65536, dtype=np.int64))
+    assert seen == [(32_000_000, 4_000_000)] * 2  # val and test
+    assert baselines["val"]["bigram"]["sampled_tokens"] == {"train": 32_000_000, "val": 4_000_000}
