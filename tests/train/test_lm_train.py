@@ -309,3 +309,14 @@ def test_the_final_evaluation_split_across_ranks_equals_one_process(tmp_path, wo
         assert split.keys() == one.keys() and split["windows"] == 37
         for key, value in one.items():
             assert split[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+def test_adamw_is_fused_only_for_parameters_on_cuda():
+    """On a CPU the for-each AdamW every recorded run used (numbers unchanged); the fused kernel is asked for only
+    when every parameter is on CUDA (not testable without a GPU: the decision is, by the parameters' device)."""
+    from aot.train.optim import build_optimizer
+
+    optimizer = build_optimizer(tiny_model(), "adamw", 1e-3, 0.1, (0.9, 0.95))
+    assert not optimizer.defaults.get("fused")
+    if torch.cuda.is_available():
+        assert build_optimizer(tiny_model().cuda(), "adamw", 1e-3, 0.1, (0.9, 0.95)).defaults["fused"] is True

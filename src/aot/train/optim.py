@@ -65,7 +65,10 @@ def build_optimizer(
 ) -> torch.optim.Optimizer:
     groups = param_groups(model, weight_decay)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=betas)
+        # on CUDA the fused kernel (one launch for every parameter; torchtitan measured 1.6-3.6 % a step); on a CPU
+        # the default for-each implementation, whose numbers every recorded CPU run has
+        on_cuda = all(p.is_cuda for group in groups for p in group["params"]) and any(g["params"] for g in groups)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True if on_cuda else None)
     if name == "lion":
         return Lion(groups, lr=lr, betas=betas)
     raise ConfigError(f"optimizer={name!r} is not one of {', '.join(OPTIMIZERS)}")

@@ -252,6 +252,9 @@ class Trainer:
         # a core from the step itself); ``prefetch`` forces it either way
         ahead = self.device.type == "cuda" if prefetch is None else prefetch
         self.prefetcher = Prefetcher(self._step_batches, self.device, ahead)
+        if self.device.type == "cuda":  # fp32 matmuls on TF32 tensor cores (the fp32 vision recipes), as nanoGPT does
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         self.model = wrap_model(model.to(self.device), cfg.strategy, self.device)
         self.optimizer = build_optimizer(
             unwrap(self.model), cfg.optimizer, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
@@ -369,7 +372,8 @@ class Trainer:
         cuda = [torch.cuda.current_device()] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
             self._resolve_precision(plan.state)
-            self.peak = peak_flops(self.device, self.dtype) if main and self.flops_per_sample else 0.0
+            tf32 = self.device.type == "cuda" and self.dtype == torch.float32  # TF32 is on for fp32 on CUDA
+            self.peak = peak_flops(self.device, self.dtype, tf32) if main and self.flops_per_sample else 0.0
         if main:
             print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
