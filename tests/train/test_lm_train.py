@@ -320,3 +320,19 @@ def test_adamw_is_fused_only_for_parameters_on_cuda():
     assert not optimizer.defaults.get("fused")
     if torch.cuda.is_available():
         assert build_optimizer(tiny_model().cuda(), "adamw", 1e-3, 0.1, (0.9, 0.95)).defaults["fused"] is True
+
+
+def test_the_process_group_timeout_is_long_enough_for_a_large_run_and_settable(monkeypatch):
+    from datetime import timedelta
+
+    from aot.errors import AotError
+    from aot.train.distributed import process_group_timeout
+
+    monkeypatch.delenv("AOT_PG_TIMEOUT_MINUTES", raising=False)
+    assert process_group_timeout() == timedelta(minutes=30)  # NCCL's default is 10
+    monkeypatch.setenv("AOT_PG_TIMEOUT_MINUTES", "90")
+    assert process_group_timeout() == timedelta(minutes=90)
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv("AOT_PG_TIMEOUT_MINUTES", bad)
+        with pytest.raises(AotError, match="AOT_PG_TIMEOUT_MINUTES"):
+            process_group_timeout()

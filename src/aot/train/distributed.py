@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from aot.errors import ConfigError
+from aot.errors import AotError, ConfigError
 
 STRATEGIES = ("auto", "ddp", "fsdp")
 
@@ -42,6 +43,24 @@ def env_from_torchrun() -> DistEnv:
     )
 
 
+#: minutes a collective may wait for the slowest process before the run stops (``AOT_PG_TIMEOUT_MINUTES``): longer
+#: than NCCL's default 10 so that the start (each rank checks its share of the data's sha256) and the end (the main
+#: process writes results and figures) never trip it on a large run
+PG_TIMEOUT_MINUTES = 30.0
+
+
+def process_group_timeout() -> timedelta:
+    """The process group's timeout: ``$AOT_PG_TIMEOUT_MINUTES`` or :data:`PG_TIMEOUT_MINUTES`."""
+    raw = os.environ.get("AOT_PG_TIMEOUT_MINUTES", "")
+    try:
+        minutes = float(raw) if raw else PG_TIMEOUT_MINUTES
+    except ValueError:
+        raise AotError(f"AOT_PG_TIMEOUT_MINUTES={raw!r} is not a number of minutes; unset it or give e.g. 30") from None
+    if not 0 < minutes < 10**6:
+        raise AotError(f"AOT_PG_TIMEOUT_MINUTES={raw!r}: give a positive number of minutes, e.g. 30")
+    return timedelta(minutes=minutes)
+
+
 def init_distributed(device: torch.device) -> DistEnv:
     """Join the process group torchrun (or the caller) set up in the environment; nothing for one process."""
     env = env_from_torchrun()
@@ -49,7 +68,7 @@ def init_distributed(device: torch.device) -> DistEnv:
         backend = "nccl" if device.type == "cuda" else "gloo"
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group(backend, rank=env.rank, world_size=env.world_size)
+        dist.init_process_group(backend, rank=env.rank, world_size=env.world_size, timeout=process_group_timeout())
     return env
 
 
