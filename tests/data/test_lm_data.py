@@ -217,3 +217,15 @@ def test_huggingface_dataset_without_datasets_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails as if not installed
     with pytest.raises(AotError, match=r"needs HuggingFace datasets: pip install 'aot\[hf-data\]'"):
         load_text("hf:wikitext")
+
+
+@pytest.mark.parametrize(("blob", "block", "offset"), [(b"\xc2\x80\xc2", 1 << 20, 2), (b"abc\xe9def", 2, 3)])
+def test_a_bad_utf8_byte_is_named_with_its_file_offset_across_blocks(tmp_path, blob, block, offset):
+    """A sequence cut off at the end of the file, or a bad byte in a later block, names the byte and where it is in
+    the file (hypothesis found the first: the decoder held the byte back from an earlier block)."""
+    from aot.data.sources import iter_text_blocks, resolve
+
+    path = tmp_path / "bad.txt"
+    path.write_bytes(blob)
+    with pytest.raises(AotError, match=rf"byte 0x{blob[offset]:02x} at offset {offset};"):
+        list(iter_text_blocks(resolve([str(path)]), block))

@@ -370,10 +370,12 @@ def iter_text_blocks(sources: Sources, block_chars: int = BLOCK_CHARS) -> Iterat
                 final = not raw
                 try:
                     text = decoder.decode(raw, final=final)
-                except UnicodeDecodeError as exc:
+                except UnicodeDecodeError as exc:  # exc.object: the bytes held from the last block, then raw
+                    where = offset - (len(exc.object) - len(raw)) + exc.start
                     raise AotError(
-                        f"corpus file {str(source.path)!r} is not a text (UTF-8) file: byte 0x{raw[exc.start]:02x} at "
-                        f"offset {offset + exc.start}; convert it to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+                        f"corpus file {str(source.path)!r} is not a text (UTF-8) file: byte "
+                        f"0x{exc.object[exc.start]:02x} at offset {where}; convert it to UTF-8 (e.g. `iconv -f latin1 "
+                        "-t utf-8`)"
                     ) from None
                 offset += len(raw)
                 if source.universal_newlines:
