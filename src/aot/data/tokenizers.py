@@ -94,7 +94,10 @@ class GPT2Tokenizer:
         """Each text as :meth:`encode` gives it (special-token text is plain text), as uint16 arrays: tiktoken's
         ``encode_to_numpy`` on this thread (no Python list per token, no thread pool per call; the parallelism is
         the caller's worker processes)."""
-        encode = self.encoding.encode_to_numpy
+        encode = getattr(self.encoding, "encode_to_numpy", None)  # tiktoken >= 0.9
+        if encode is None:
+            rows = self.encoding.encode_ordinary_batch(texts, num_threads=1)
+            return [np.asarray(row, dtype=np.uint16) for row in rows]
         return [encode(text, allowed_special=set(), disallowed_special=()).astype(np.uint16) for text in texts]
 
     def decode(self, ids: list[int]) -> str:
