@@ -237,6 +237,7 @@ class LMTask(Task[LMData]):
         examples=(
             "aot train lm                                   # cpu-quick: AoT-MHSA on Shakespeare bytes",
             "aot train lm --model aot-mssa-l-cpu --tokenizer bpe-4096 --steps 2000",
+            "aot train lm --data data/owt-gpt2 --config configs/paper/owt-aot-mssa-l-base.yaml  # aot data prepare",
             "aot train lm --set model.residual_scale=channel --set train.lr=3e-3",
             "aot train lm --out runs/lm --resume            # continue an interrupted run exactly",
             "aot train lm --out runs/lm --force             # start over; the old run moves to runs/lm.old-1",
