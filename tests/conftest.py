@@ -88,3 +88,16 @@ def tiny_trainer():
         )
 
     return make
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """``aot ARGV`` in this process (``aot.cli.main``): (exit status, stdout, stderr); argparse's exit is a status
+    too."""
+    from aot.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -19,19 +19,10 @@ from pathlib import Path
 import pytest
 
 from aot.cli import build_parser, main
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "sonnets.txt"
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    """``aot ARGV`` in this process: (exit status, stdout, stderr); argparse's exit is a status too."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def assert_one_line(code: int, err: str, *fragments: str) -> str:

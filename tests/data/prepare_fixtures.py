@@ -142,18 +142,6 @@ def one_line(message: str) -> str:
     return message
 
 
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``aot ARGV`` in this process (``aot.cli.main``): (exit status, stdout, stderr); argparse's exit too."""
-    from aot.cli import main
-
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def assert_one_line(code: int, err: str, *fragments: str) -> str:
     """A clean refusal: exit status 2, one stderr line ``aot: error: ...`` holding ``fragments``, no traceback."""
     lines = [line for line in err.splitlines() if line.strip()]

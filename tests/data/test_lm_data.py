@@ -16,6 +16,7 @@ from aot.data.corpora import fetch_corpus, load_text, split_text
 from aot.data.shards import LMBatches, eval_windows, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, TrainedBPE, get_tokenizer
 from aot.errors import AotError
+from aot.run_folder import file_sha256
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
 SAMPLE = "Shall I compare thee to a summer's day?\nThou art more lovely — and more temperate: naïve café 123!\n\n  end"
@@ -92,7 +93,7 @@ def test_fetch_shakespeare_checks_sha_and_selects_works(data_root, tmp_path, mon
     with pytest.raises(AotError, match="sha256"):  # the fake is not the pinned file
         fetch_corpus("shakespeare")
     assert not corpora.is_fetched("shakespeare")
-    monkeypatch.setattr(corpora, "SHAKESPEARE_SHA256", corpora.sha256_of(source))
+    monkeypatch.setattr(corpora, "SHAKESPEARE_SHA256", file_sha256(source))
     path = fetch_corpus("shakespeare")
     assert path.read_text(encoding="utf-8") == "First work, café\nSecond work\n"
     assert load_text("shakespeare") == "First work, café\nSecond work\n"

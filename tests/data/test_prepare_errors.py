@@ -22,7 +22,6 @@ from prepare_fixtures import (
     folder_bytes,
     make_documents,
     read_llmc,
-    run_cli,
     shard_names,
     split_tokens,
     write_jsonl,
@@ -35,6 +34,7 @@ from aot.data.prepare import PrepareOptions, prepare
 from aot.data.sources import resolve
 from aot.data.tokenizers import get_tokenizer
 from aot.errors import AotError
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 VAL, TEST = 0.15, 0.1

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from prepare_fixtures import assert_one_line, make_documents, run_cli, write_jsonl, write_llmc
+from prepare_fixtures import assert_one_line, make_documents, write_jsonl, write_llmc
 
 from aot.data.prepare import PrepareOptions, prepare
 from aot.data.sources import resolve
+from conftest import run_cli
 
 TINY = [
     "--device", "cpu", "--set", "train.steps=2", "--set", "train.warmup_steps=1", "--set", "train.progress=false",

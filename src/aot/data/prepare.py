@@ -54,7 +54,7 @@ from aot.data.sources import (
 )
 from aot.data.tokenizers import BPE_FILE, TrainedBPE, get_tokenizer
 from aot.errors import AotError, os_error_line
-from aot.run_folder import LOCK_FILE, folder_lock, write_text_atomic
+from aot.run_folder import LOCK_FILE, file_sha256, folder_lock, write_text_atomic
 
 META_FILE = "meta.json"
 PROGRESS_FILE = "progress.json"
@@ -361,7 +361,7 @@ class SplitWriter:
         os.fsync(self.handle.fileno())
         self.handle.close()
         self.handle = None
-        digest = _sha256(self.scratch)
+        digest = file_sha256(self.scratch)
         os.replace(self.scratch, self.out / self.name)
         record = ShardRecord(
             self.split, self.index, self.name, self.count, digest, self.max_id,
@@ -376,14 +376,6 @@ class SplitWriter:
             self.handle.close()
             self.handle = None
         self.scratch.unlink(missing_ok=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # -- the run ------------------------------------------------------------------------------------------------------

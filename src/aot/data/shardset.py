@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from aot.data import llmc
-from aot.data.corpora import SPLITS
-from aot.data.prepare import META_FILE, PROGRESS_FILE, _sha256
+from aot.data.corpora import SPLITS, readable_name
+from aot.data.prepare import META_FILE, PROGRESS_FILE
 from aot.errors import AotError
+from aot.run_folder import file_sha256
 
 
 class TokenSplit:
@@ -155,7 +156,7 @@ def _open_prepared(folder: Path, verify: bool, rank: int, world: int) -> ShardSe
         splits[split] = TokenSplit(arrays, [s["file"] for s in listed[split]])
     if verify:
         for _, shard in everything[rank::world]:
-            digest = _sha256(folder / shard["file"])
+            digest = file_sha256(folder / shard["file"])
             if digest != shard["sha256"]:
                 raise AotError(
                     f"token shard {str(folder / shard['file'])!r} fails its sha256 (expected {shard['sha256'][:12]}…, "
@@ -201,7 +202,7 @@ def _open_foreign(spec: str, files: list[Path]) -> ShardSet:
         stat = file.stat()
         digest.update(f"{file.name}\0{stat.st_size}\0".encode())
     folder = files[0].parent
-    readable = "".join(c if c.isalnum() or c in "-_" else "_" for c in folder.name)[:40]
+    readable = readable_name(folder.name)
     return ShardSet(
         splits, None, None, None, {}, f"{readable}-{digest.hexdigest()[:12]}", folder, notes=notes, max_ids=max_ids
     )

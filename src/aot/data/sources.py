@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aot.data.corpora import CORPORA, corpus_path
+from aot.data.corpora import CORPORA, corpus_path, readable_name
 from aot.data.hub import load_hub_dataset
 from aot.errors import AotError
 from aot.validation import path_kind
@@ -408,7 +408,7 @@ def content_key(spec: str, sources: Sources) -> str:
     """The corpus cache key of ``spec``: a readable name plus the first 12 hex digits of the sha256 of its text (one
     text or text files up to :data:`CONTENT_KEY_BYTES`, read in blocks: the same key as hashing the whole string,
     the key runs have always recorded) or of its fingerprint (anything else)."""
-    readable = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(spec).name or spec)[:40]
+    readable = readable_name(Path(spec).name or spec)
     digest = hashlib.sha256()
     texts = sources.hf is None and all(f.kind == "text" for f in sources.files)
     if texts and sources.total_bytes <= CONTENT_KEY_BYTES:

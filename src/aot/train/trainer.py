@@ -398,9 +398,10 @@ class Trainer:
             if finite:
                 loss_sum, loss_count = loss_sum + loss, loss_count + 1
             self.step += 1
+            due = self._due_now(end)
             # the host reads the device only here: on logging, evaluation and checkpoint steps (and the last)
-            save_due = self._sync_health() if self._is_sync_step(end) else False
-            if self.step % cfg.log_every == 0 or self.step == end:
+            save_due = self._sync_health() if any(due.values()) else False
+            if due["log"]:
                 summed = all_reduce_mean(loss_sum / max(loss_count, 1))
                 mean_loss = float(summed) if loss_count else float("nan")
                 rate = interval_tokens / max(interval_seconds, 1e-9)
@@ -425,16 +426,15 @@ class Trainer:
                 loss_sum, loss_count = torch.zeros((), device=self.device), 0
                 interval_tokens, interval_seconds = 0, 0.0
             bar.update(1)
-            last = self.step == end
-            if self.evaluate is not None and ((cfg.eval_every and self.step % cfg.eval_every == 0) or last):
+            if due["eval"]:
                 scores = {"step": self.step, "tokens": self.tokens_seen, **self.run_eval()}
                 metrics.write({"eval": True, **scores})
                 if main:
                     bar.write(
                         " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())
                     )
-            kept = self.step in cfg.keep_checkpoints
-            if (cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0) or last or save_due or kept:
+            kept = due["keep"]
+            if due["checkpoint"] or save_due or kept:
                 self.save(pending_loss=(float(loss_sum), loss_count))
             if kept:
                 on_main(functools.partial(keep_checkpoint, self.out_dir, self.step))
@@ -499,16 +499,17 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return total, True
 
-    def _is_sync_step(self, end: int) -> bool:
-        """Whether the step just taken logs, evaluates or may checkpoint (the host reads the device then)."""
+    def _due_now(self, end: int) -> dict[str, bool]:
+        """What the step just taken does besides training: log a row, evaluate, checkpoint (by steps or as the
+        last), keep its checkpoint. A time-based checkpoint is decided by :meth:`_sync_health`."""
         cfg, step = self.cfg, self.step
-        return (
-            step % cfg.log_every == 0
-            or step == end
-            or bool(cfg.eval_every and self.evaluate is not None and step % cfg.eval_every == 0)
-            or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
-            or step in cfg.keep_checkpoints
-        )
+        last = step == end
+        return {
+            "log": step % cfg.log_every == 0 or last,
+            "eval": self.evaluate is not None and (bool(cfg.eval_every and step % cfg.eval_every == 0) or last),
+            "checkpoint": bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or last,
+            "keep": step in cfg.keep_checkpoints,
+        }
 
     def _sync_health(self) -> bool:
         """Read, in one all-reduce, whether any process saw a non-finite loss or gradient since the last read (then
