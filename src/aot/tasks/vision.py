@@ -10,7 +10,7 @@ presets (:data:`VISION_PRESETS`) fill it; ``--config``, flags and ``--set`` over
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,33 +18,91 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageBatches, ImageData, load_images
+from aot.data.image_files import ImageFiles
+from aot.data.image_transforms import AUGMENTS
+from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageData, open_images
 from aot.errors import AotError, ConfigError
-from aot.eval.vision import evaluate_classifier
 from aot.loader import load_run
 from aot.models import build_model
 from aot.models.base import AotModel
 from aot.models.budget import image_tokens
 from aot.tasks.figures import plot_training_curve
 from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
+from aot.tasks.vision_inputs import VisionData, batch_source, evaluate_split, recipe_of, uses_workers
 from aot.train.trainer import Trainer, TrainResult
 
 
 @dataclass
 class VisionDataConfig:
-    """dataset: fashion-mnist, mnist, digits, a folder with one sub-folder per class, or hf:NAME.
+    """dataset: fashion-mnist, mnist, digits, hf:NAME, or a folder: ImageNet's layout (train/CLASS + val/CLASS),
+    class folders (CLASS/IMAGE), or tar shards from `aot data pack-images`.
     val_size: training images held out for the periodic evaluation (a count, or a fraction below 1).
-    padding: random-crop padding in pixels (0 = no crop); flip: random horizontal flip (null = the set's
-    default: on for Fashion-MNIST and folders, off for digits)."""
+    augment: auto (pad-crop for the in-memory sets, random-resized-crop for folders), pad-crop (CIFAR's: pad, random
+    crop, flip) or random-resized-crop (Inception's, as ViT / DeiT / CRATE train; evaluation resizes to
+    image_size / crop_pct and center-crops). scale: RandomResizedCrop's area range. padding: pad-crop's padding in
+    pixels (0 = no crop); flip: random horizontal flip (null = the set's default: on, off for digits).
+    randaug_ops / randaug_magnitude: RandAugment (0 ops = off; DeiT: 2 ops at 9 of 31).
+    mixup / cutmix: the Beta(α, α) of mixup and CutMix (0 = off; DeiT: 0.8 and 1.0), mixed with probability
+    mix_prob, CutMix instead of mixup with probability switch_prob when both are on.
+    workers: decoding processes per training process (null = the cores, less one, up to 8; 0 = in the loop).
+    mean / std: per-channel normalisation on the 0-1 scale (null = the set's: computed on its training split, or on
+    stats_images training images of a folder)."""
 
     dataset: str = DEFAULT_IMAGE_SET
     val_size: float = 0.1
+    augment: str = "auto"
+    scale: list[float] = field(default_factory=lambda: [0.08, 1.0])
+    crop_pct: float = 0.875
     padding: int = 2
     flip: bool | None = None
+    randaug_ops: int = 0
+    randaug_magnitude: int = 9
+    mixup: float = 0.0
+    cutmix: float = 0.0
+    mix_prob: float = 1.0
+    switch_prob: float = 0.5
+    workers: int | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    stats_images: int = 1000
 
     def __post_init__(self) -> None:
         if self.padding < 0 or self.val_size < 0:
             raise ConfigError(f"data.padding={self.padding} and data.val_size={self.val_size} must be >= 0")
+        if self.augment not in ("auto", *AUGMENTS):
+            raise ConfigError(f"data.augment={self.augment!r} is not one of auto, {', '.join(AUGMENTS)}")
+        if len(self.scale) != 2 or not 0 < self.scale[0] <= self.scale[1] <= 1:
+            raise ConfigError(f"data.scale={self.scale} must be [low, high] with 0 < low <= high <= 1")
+        if not 0 < self.crop_pct <= 1:
+            raise ConfigError(f"data.crop_pct={self.crop_pct} must be in (0, 1]")
+        if not 0 <= self.randaug_magnitude <= 30 or self.randaug_ops < 0:
+            raise ConfigError(
+                f"data.randaug_ops={self.randaug_ops} must be >= 0 and data.randaug_magnitude="
+                f"{self.randaug_magnitude} in 0..30"
+            )
+        if min(self.mixup, self.cutmix) < 0 or not 0 <= self.mix_prob <= 1 or not 0 <= self.switch_prob <= 1:
+            raise ConfigError("data.mixup and data.cutmix must be >= 0, data.mix_prob and data.switch_prob in [0, 1]")
+        if self.workers is not None and self.workers < 0:
+            raise ConfigError(f"data.workers={self.workers} must be >= 0 (0 decodes in the training loop)")
+        for name in ("mean", "std"):
+            value = getattr(self, name)
+            if value is not None and (len(value) not in (1, 3) or (name == "std" and min(value) <= 0)):
+                raise ConfigError(f"data.{name}={value} must list 1 or 3 channels' values (std > 0)")
+        if (self.mean is None) != (self.std is None):
+            raise ConfigError("set data.mean and data.std together, or neither")
+        if self.stats_images < 1:
+            raise ConfigError(f"data.stats_images={self.stats_images} must be >= 1")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fields a resumed run must match: every field but the decoding processes; a field added since a run
+        began is left out at its default, so that run still resumes."""
+        defaults = VisionDataConfig()
+        first = ("dataset", "val_size", "padding", "flip")  # the fields of the first release
+        return {
+            k: v
+            for k, v in vars(self).items()
+            if k != "workers" and (k in first or v != getattr(defaults, k))
+        }
 
 
 @dataclass
@@ -60,11 +118,17 @@ class VisionLossConfig:
 
 @dataclass
 class VisionEvalConfig:
-    """periodic_images: held-out images scored at each evaluation during training (null = all of val);
-    batch_size: images per forward pass when evaluating."""
+    """periodic_images: images scored at each evaluation during training (null = all of the split; a fixed seeded
+    sample of a folder's); periodic_split: val (the held-out training images) or test (e.g. ImageNet's val folder,
+    as ImageNet runs report it); batch_size: images per forward pass when evaluating."""
 
     periodic_images: int | None = 2000
+    periodic_split: str = "val"
     batch_size: int = 500
+
+    def __post_init__(self) -> None:
+        if self.periodic_split not in ("val", "test"):
+            raise ConfigError(f"eval.periodic_split={self.periodic_split!r} must be val or test")
 
 
 @dataclass
@@ -159,15 +223,26 @@ def load_init_model(source: str, num_classes: int) -> AotModel:
     return model
 
 
+@dataclass
+class VisionState:
+    """What the final evaluation and the results need from the setup: the batch source, the recipe, and the unreadable
+    images the evaluation met."""
+
+    batches: Any
+    recipe: Any
+    unreadable: dict[str, int] = field(default_factory=dict)
+
+
 def classification_loss(label_smoothing: float):  # type: ignore[no-untyped-def]
     def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Cross-entropy with label smoothing, mean over the micro-batch: ``batch = (images, labels)``."""
+        """Cross-entropy with label smoothing, mean over the micro-batch: ``batch = (images, targets)``, targets class
+        ids, or class probabilities (B, classes) after mixup / CutMix."""
         return F.cross_entropy(model(batch[0]).float(), batch[1], label_smoothing=label_smoothing)
 
     return loss_fn
 
 
-class VisionTask(Task[ImageData]):
+class VisionTask(Task[VisionData]):
     """Image classification: label-smoothed cross-entropy; top-1 / top-5 / loss on a held-out part of the training
     set during training and on the test split at the end."""
 
@@ -228,62 +303,78 @@ class VisionTask(Task[ImageData]):
             cfg = run.model_config()
             self.check_memory(run, cfg, image_tokens(cfg))
 
-    def load_data(self, run: VisionRun, is_main: bool) -> ImageData:
-        return load_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
+    def load_data(self, run: VisionRun, is_main: bool) -> VisionData:
+        return open_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
 
-    def build_model(self, run: VisionRun, data: ImageData) -> AotModel:
+    def build_model(self, run: VisionRun, data: VisionData) -> AotModel:
         if run.finetune.init_from:
             model = load_init_model(run.finetune.init_from, data.num_classes)
         else:
             model = build_model(run.model_config(num_classes=data.num_classes))
-        check_image_shape(data, model.cfg.image_size, model.cfg.in_chans)
+        if not uses_workers(data, run.data):  # decoded images are resized and converted to the model's input
+            assert isinstance(data, ImageData)
+            check_image_shape(data, model.cfg.image_size, model.cfg.in_chans)
         return model
 
     def seq_len(self, run: VisionRun, model: AotModel) -> int:
         return image_tokens(model.cfg)
 
-    def setup(self, run: VisionRun, data: ImageData, model: AotModel, device: torch.device) -> Setup:
-        batches = ImageBatches(
-            data, run.train.batch_size, seed=run.train.seed, padding=run.data.padding, flip=run.data.flip
-        )
-        val_x, val_y = data.splits["val"]
+    def setup(self, run: VisionRun, data: VisionData, model: AotModel, device: torch.device) -> Setup:
+        recipe = recipe_of(data, run.data, model.cfg.image_size, model.cfg.in_chans)
+        batches = batch_source(data, run.data, run.train.batch_size, run.train.seed, recipe)
+        periodic = run.eval.periodic_split
 
         def periodic_eval(net: nn.Module) -> dict[str, float]:
-            if not len(val_y):
+            if not len(data.splits[periodic]):
                 return {}
-            s = evaluate_classifier(
-                net, val_x, val_y, data.normalise, run.eval.batch_size, run.eval.periodic_images, device
+            s = evaluate_split(
+                net, data, periodic, run.data, recipe, run.eval.batch_size, run.eval.periodic_images, device
             )
-            return {"val_loss": s["loss"], "val_top1": s["top1"], "val_top5": s["top5"]}
+            return {f"{periodic}_loss": s["loss"], f"{periodic}_top1": s["top1"], f"{periodic}_top5": s["top5"]}
 
+        info = {k: v for k, v in data.info().items() if k not in ("classes", "notes", "skipped_files")}
         fingerprint = {
             "model": model.cfg.to_dict(),
-            "data": {**{k: v for k, v in data.info().items() if k != "classes"}, "config": vars(run.data)},
+            "data": {**info, "config": run.data.fingerprint()},
             "loss": vars(run.loss),
             "init_from": run.finetune.init_from,
             "seed": run.train.seed,
         }
-        return Setup(batches, classification_loss(run.loss.label_smoothing), periodic_eval, fingerprint, state=batches)
+        state = VisionState(batches, recipe)
+        return Setup(batches, classification_loss(run.loss.label_smoothing), periodic_eval, fingerprint, state=state)
 
-    def final_eval(self, run: VisionRun, data: ImageData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
+    def final_eval(self, run: VisionRun, data: VisionData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
         final = {}
         for split in ("val", "test"):
-            x, y = data.splits[split]
-            final[split] = evaluate_classifier(
-                trainer.model, x, y, data.normalise, run.eval.batch_size, None, device, data.num_classes
+            final[split] = evaluate_split(
+                trainer.model,
+                data,
+                split,
+                run.data,
+                setup.state.recipe,
+                run.eval.batch_size,
+                None,
+                device,
+                data.num_classes,
+                setup.state.unreadable,
             )
         return final
 
     def results(
-        self, run: VisionRun, data: ImageData, setup: Setup, model: AotModel, result: TrainResult, final: dict
+        self, run: VisionRun, data: VisionData, setup: Setup, model: AotModel, result: TrainResult, final: dict
     ) -> dict[str, Any]:
+        info = data.info()
+        info["image_shape"] = [model.cfg.in_chans, model.cfg.image_size, model.cfg.image_size]
+        unreadable = {**getattr(setup.state.batches, "unreadable", {}), **setup.state.unreadable}
+        info["unreadable_images"] = {"count": len(unreadable), "first": sorted(unreadable)[:20]}
         return {
             "model": model_summary(model, model.cfg, "n_head", "norm", "residual_scale", "patch_size"),
-            "data": data.info(),
+            "data": info,
             "train": {
                 "images": result.seen,
-                "epochs": setup.state.epochs(result.step),
+                "epochs": setup.state.batches.epochs(result.step),
                 "images_per_second": result.seen_per_second,
+                "workers": int(getattr(setup.state.batches, "workers", 0)),
             },
             "val": final["val"],
             "test": final["test"],
@@ -311,7 +402,7 @@ def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:
         train["evals"],
         x_per_step=train["images"] / max(train["steps"], 1),
         x_label="training images",
-        eval_key="val_loss",
+        eval_key=f"{results['config']['eval'].get('periodic_split', 'val')}_loss",
         y_label="cross-entropy (nats)",
         title=f"{model['block']} L={model['n_layer']} d={model['n_embd']} on {results['data']['name']}: "
         f"test top-1 {100 * results['test']['top1']:.1f}%",

@@ -248,6 +248,9 @@ class Trainer:
         self.fingerprint = {**(fingerprint or {}), **{f"train.{k}": v for k, v in train_fields.items()}}
         self.env: DistEnv = current_env()
         self.per_process, self.micro, self.n_micro = self._batch_split()
+        set_rows = getattr(batches, "set_rows", None)
+        if callable(set_rows):  # a source that prepares rows ahead (image workers) learns which rows this process takes
+            set_rows([(start, start + self.micro) for start in self._micro_starts()])
         # the next step's batches are made while this one runs (on CUDA by default: on a CPU the thread would take
         # a core from the step itself); ``prefetch`` forces it either way
         ahead = self.device.type == "cuda" if prefetch is None else prefetch
@@ -261,6 +264,7 @@ class Trainer:
         )
         self.forward_model: nn.Module = torch.compile(self.model) if cfg.compile else self.model  # type: ignore[assignment]
         tokens = getattr(batches, "tokens_per_sample", None)
+        self.unit = str(getattr(batches, "unit", "tokens"))  # what the rows count in the progress line and metrics
         self.tokens_per_sample = int(tokens()) if callable(tokens) else 1
         self.step = 0
         self.tokens_seen = 0
@@ -418,11 +422,17 @@ class Trainer:
                     data_wait_s=self.prefetcher.wait_seconds - interval_wait,  # waiting for batches this interval
                 )
                 interval_wait = self.prefetcher.wait_seconds
+                if self.unit != "tokens":  # what a row holds, when not tokens: e.g. images_per_s for a classifier
+                    row[f"{self.unit}_per_s"] = rate
                 if self.skipped_steps:
                     row["skipped_steps"] = self.skipped_steps
                 metrics.write(row)
                 result.mfu = utilisation
-                bar.set_postfix(loss=f"{mean_loss:.4f}", tok_s=f"{rate:,.0f}", mfu=f"{100 * utilisation:.1f}%")
+                waited = row["data_wait_s"] / max(row["wall"], 1e-9)
+                bar.set_postfix(
+                    {"loss": f"{mean_loss:.4f}", f"{self.unit[:3]}_s": f"{rate:,.0f}", "mfu": f"{100 * utilisation:.1f}%"}
+                    | ({"data_wait": f"{100 * waited:.0f}%"} if waited >= 0.01 else {})
+                )
                 loss_sum, loss_count = torch.zeros((), device=self.device), 0
                 interval_tokens, interval_seconds = 0, 0.0
             bar.update(1)
@@ -538,9 +548,12 @@ class Trainer:
 
     def _step_batches(self, step: int) -> list[tuple[torch.Tensor, ...]]:
         """This process's micro-batches of ``step`` on the host (a pure function of the step)."""
+        return [tuple(self.batches.get(step, start, start + self.micro)) for start in self._micro_starts()]
+
+    def _micro_starts(self) -> list[int]:
+        """The first row of each of this process's micro-batches in a step's global batch."""
         first_row = self.env.rank * self.per_process
-        rows = [first_row + m * self.micro for m in range(self.n_micro)]
-        return [tuple(self.batches.get(step, start, start + self.micro)) for start in rows]
+        return [first_row + m * self.micro for m in range(self.n_micro)]
 
     @torch.no_grad()
     def run_eval(self) -> dict[str, float]:

@@ -1,0 +1,267 @@
+"""Images decoded and augmented in DataLoader worker processes, as the trainer's batch source.
+
+:class:`ImageStream` serves ``get(step, start, stop)`` like every batch source (see :class:`aot.train.Trainer`).
+Sample ``i = step·B + r`` (row ``r`` of step ``step``'s global batch of ``B``) is image ``perm_e[i mod N]`` of epoch
+``e = i // N`` (:func:`aot.data.images.epoch_indices`, the order the in-memory sets use too), and its augmentation
+draws from a generator seeded by ``(seed, i)`` alone. So a step's batch does not depend on the number of workers,
+on which worker decodes which image, on the number of processes, or on where a run was resumed: a resumed run equals
+an uninterrupted one bit for bit.
+
+Each process decodes only its own rows (the trainer says which through :meth:`ImageStream.set_rows`): with
+``torchrun``, every rank runs its own workers on its share of the batch. Workers hand back uint8 pixels (4× less to
+move between processes than float); normalisation and mixup / CutMix happen on the batch in the training process.
+
+An image that cannot be decoded (corrupt, truncated, zero bytes) is a counted skip: the next image of its split
+(``i + 1``, ``i + 2``, ...) takes its place, the same one every time, and :attr:`ImageStream.unreadable` names it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from aot.data.image_files import ImageSplit, UnreadableImage
+from aot.data.image_transforms import ImageRecipe, Mixing
+from aot.errors import AotError
+
+MAX_SUBSTITUTES = 64  # consecutive unreadable images before the split is called broken
+Batch = tuple[torch.Tensor, torch.Tensor, list[str]]
+
+
+def default_workers() -> int:
+    """Decoding processes per training process: the usable cores shared among the node's processes, one left for the
+    training loop itself, at most 8 (past that, one process's loop rarely keeps up anyway)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_process = cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    return max(1, min(8, per_process - 1))
+
+
+class DecodedImages(Dataset):
+    """``dataset[(index, sample)]`` → (uint8 (C, S, S) pixels, class id, unreadable files met). ``sample >= 0``:
+    training, augmented by ``recipe`` with the generator of ``(seed, sample)``; ``sample < 0``: evaluation (no
+    randomness)."""
+
+    def __init__(self, split: ImageSplit, recipe: ImageRecipe, seed: int) -> None:
+        self.split, self.recipe, self.seed = split, recipe, seed
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor, int, list[str]]:
+        index, sample = key
+        unreadable: list[str] = []
+        n = len(self.split)
+        for attempt in range(min(MAX_SUBSTITUTES, n)):
+            j = (index + attempt) % n
+            try:
+                image = self.split.image(j)
+            except UnreadableImage as exc:
+                unreadable.append(str(exc))
+                continue
+            rng = np.random.default_rng([self.seed, sample]) if sample >= 0 else None
+            return torch.from_numpy(self.recipe(image, rng)), int(self.split.labels[j]), unreadable
+        raise AotError(
+            f"{len(unreadable)} images in a row cannot be decoded, from {self.split.describe(index)} on "
+            f"({unreadable[0]}); check the data set"
+        )
+
+
+def collate(items: Sequence[tuple[torch.Tensor, int, list[str]]]) -> Batch:
+    return (
+        torch.stack([pixels for pixels, _, _ in items]),
+        torch.tensor([label for _, label, _ in items], dtype=torch.int64),
+        [name for _, _, names in items for name in names],
+    )
+
+
+class _StepRows:
+    """The batch sampler of training: for steps ``first_step, first_step + 1, ...``, for each ``(start, stop)`` of
+    this process's ``ranges`` (beginning at ``first_range``), the ``(image, sample)`` keys of rows ``[start, stop)``."""
+
+    def __init__(self, order: Any, batch_size: int, first_step: int, ranges: list[tuple[int, int]], first_range: int):
+        self.order, self.batch_size = order, batch_size
+        self.first_step, self.ranges, self.first_range = first_step, ranges, first_range
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        step, position = self.first_step, self.first_range
+        while True:
+            indices = self.order(step).tolist()
+            for start, stop in self.ranges[position:]:
+                yield [(indices[r], step * self.batch_size + r) for r in range(start, stop)]
+            step, position = step + 1, 0
+
+
+@dataclass
+class Normaliser:
+    """uint8 (B, C, H, W) → float32 ``(x / 255 − mean) / std`` per channel."""
+
+    mean: Sequence[float]
+    std: Sequence[float]
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        mean = torch.tensor(self.mean, dtype=torch.float32).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=torch.float32).view(1, -1, 1, 1)
+        return (images.float() / 255.0 - mean) / std
+
+
+@dataclass
+class ImageStream:
+    """The batch source of a run whose images are decoded by workers (see the module docstring). ``order(step)`` gives
+    the image indices of a step's global batch; ``mixing`` (when active) mixes pairs of rows after normalising."""
+
+    split: ImageSplit
+    recipe: ImageRecipe
+    order: Any  # step -> LongTensor of the B image indices of the step's global batch
+    batch_size: int
+    seed: int
+    normalise: Normaliser
+    num_classes: int
+    workers: int = 0
+    mixing: Mixing = field(default_factory=Mixing)
+    unreadable: dict[str, int] = field(default_factory=dict)
+    unit = "images"  # what a row is, for the trainer's progress line and metrics (images_per_s)
+
+    def __post_init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = [(0, self.batch_size)]
+        self._iterator: Iterator[Batch] | None = None
+        self._expected: tuple[int, int, int] | None = None
+        self.dataset = DecodedImages(self.split, self.recipe, self.seed)
+
+    def set_rows(self, ranges: list[tuple[int, int]]) -> None:
+        """The ``(start, stop)`` row ranges this process asks for at every step, in order (the trainer's micro-batches
+        of its share)."""
+        if self.mixing.active and any(start % 2 or (stop - start) % 2 for start, stop in ranges):
+            raise AotError(
+                f"mixup / CutMix pair rows (2k, 2k+1) and these micro-batches {ranges[:2]} split a pair; "
+                "use an even train.micro_batch_size (and an even share per process)"
+            )
+        if ranges != self.ranges:
+            self.ranges = list(ranges)
+            self.close()
+
+    def _start(self, step: int, position: int) -> None:
+        self.close()
+        sampler = _StepRows(self.order, self.batch_size, step, self.ranges, position)
+        loader = DataLoader(
+            self.dataset,
+            batch_sampler=sampler,
+            num_workers=self.workers,
+            collate_fn=collate,
+            prefetch_factor=4 if self.workers else None,
+        )
+        self._iterator = iter(loader)
+
+    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        stop = self.batch_size if stop is None else stop
+        if (start, stop) not in self.ranges:
+            self.set_rows([(start, stop)])
+        position = self.ranges.index((start, stop))
+        if self._expected != (step, start, stop) or self._iterator is None:
+            self._start(step, position)
+        assert self._iterator is not None
+        pixels, labels, unreadable = next(self._iterator)
+        following = position + 1
+        next_step, next_position = (step, following) if following < len(self.ranges) else (step + 1, 0)
+        self._expected = (next_step, *self.ranges[next_position])
+        self._note_unreadable(unreadable)
+        images = self.normalise(pixels)
+        if self.mixing.active:
+            return self.mixing(images, labels, self.num_classes, step, start)
+        return images, labels
+
+    def _note_unreadable(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self.unreadable:
+                print(f"aot: skipped an unreadable image, the next one takes its place: {name}", file=sys.stderr)
+            self.unreadable[name] = self.unreadable.get(name, 0) + 1
+
+    def epochs(self, steps: int) -> float:
+        return steps * self.batch_size / len(self.split)
+
+    def close(self) -> None:
+        """Stop the worker processes (a new iterator starts them again)."""
+        self._iterator, self._expected = None, None
+
+    def __del__(self) -> None:
+        self._iterator = None
+
+
+def eval_batches(
+    split: ImageSplit,
+    recipe: ImageRecipe,
+    indices: np.ndarray,
+    batch_size: int,
+    workers: int,
+    normalise: Normaliser | None,
+    unreadable: dict[str, int] | None = None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Images ``indices`` of ``split`` through the evaluation recipe (resize, center crop), in order, in batches of
+    ``batch_size`` decoded by ``workers`` processes; normalised, or uint8 when ``normalise`` is None. An unreadable
+    image is left out (counted into ``unreadable``)."""
+    keys = [(int(i), -1) for i in indices]
+    batches = [keys[first : first + batch_size] for first in range(0, len(keys), batch_size)]
+    loader = DataLoader(
+        _Strict(split, recipe),
+        batch_sampler=batches,
+        num_workers=min(workers, len(batches)),
+        collate_fn=_collate_kept,
+    )
+    for pixels, labels, names in loader:
+        if unreadable is not None:
+            for name in names:
+                unreadable[name] = unreadable.get(name, 0) + 1
+        if len(labels):
+            yield (pixels if normalise is None else normalise(pixels)), labels
+
+
+class _Strict(Dataset):
+    """Evaluation items: ``(pixels, label, [])``, or ``(None, -1, [the reason])`` for an unreadable image."""
+
+    def __init__(self, split: ImageSplit, recipe: ImageRecipe) -> None:
+        self.split, self.recipe = split, recipe
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor | None, int, list[str]]:
+        index = key[0]
+        try:
+            image = self.split.image(index)
+        except UnreadableImage as exc:
+            return None, -1, [str(exc)]
+        return torch.from_numpy(self.recipe(image, None)), int(self.split.labels[index]), []
+
+
+def _collate_kept(items: Sequence[tuple[torch.Tensor | None, int, list[str]]]) -> Batch:
+    kept = [(pixels, label) for pixels, label, _ in items if pixels is not None]
+    names = [name for _, _, found in items for name in found]
+    if not kept:
+        return torch.zeros(0), torch.zeros(0, dtype=torch.int64), names
+    return torch.stack([p for p, _ in kept]), torch.tensor([label for _, label in kept]), names
+
+
+def subset_indices(n: int, limit: int | None, seed: int = 0) -> np.ndarray:
+    """All of ``range(n)``, or ``limit`` of them by a fixed seeded choice, sorted (an ImageNet val folder is sorted by
+    class: its first 2,000 images are two classes)."""
+    if limit is None or limit >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
+
+
+def sample_stats(split: ImageSplit, recipe: ImageRecipe, images: int, workers: int) -> tuple[list[float], list[float]]:
+    """Per-channel mean and standard deviation (0-1 scale) of ``images`` training images (a fixed seeded sample) after
+    the evaluation recipe: the normalisation of a set that brings none."""
+    from aot.data.images import channel_stats
+
+    sample = subset_indices(len(split), images, seed=1)
+    chunks = [pixels for pixels, _ in eval_batches(split, recipe, sample, 256, workers, None)]
+    if not chunks:
+        raise AotError("no training image could be decoded to compute the normalisation; check the data set")
+    return channel_stats(torch.cat(chunks))

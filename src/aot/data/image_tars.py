@@ -1,0 +1,256 @@
+"""Image sets as tar shards in the webdataset layout, read by random access: ``aot data pack-images ROOT --out DIR``.
+
+Each shard ``{split}-{k:06d}.tar`` is a plain POSIX tar whose members come in pairs sharing a key, as webdataset
+writes them: ``{key}.{jpg|png|...}`` holds the original file's bytes (never re-encoded) and ``{key}.cls`` its class
+id as decimal text. A webdataset / wids reader streams them as they are. Images are shuffled across shards (a fixed
+seeded permutation), so a shard holds every class, as a streaming reader wants.
+
+Beside the shards, ``{split}-index.npy`` holds, per image, its shard number, the byte offset and size of its data in
+that shard, and its class id; ``meta.json`` (written last) holds the class names, the shards with their sizes, and
+what was skipped. Reading image ``i`` is one ``pread`` at a known offset (the idea of webdataset's indexed ``wids``),
+so the trainer's step-seeded order, exact resume and the per-sample augmentation work as for a folder, with 1,000
+files instead of 1.28 M. A shard shorter than meta.json says (a copy cut short) is a one-line error when the set is
+opened; a member that does not decode is a counted skip, as a corrupt file in a folder.
+
+Packing resumes: shards already listed in ``progress.json`` are kept and the next one starts after them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aot.data.image_files import FileSplit, ImageFiles, UnreadableImage, decode_image, open_image_files
+from aot.errors import AotError
+from aot.run_folder import atomic_target, write_text_atomic
+
+FORMAT = "aot-image-shards"
+VERSION = 1
+INDEX_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("size", "<i8"), ("label", "<i4")])
+DEFAULT_SHARD_BYTES = 1 << 30  # about 1 GiB: ImageNet-1K's train split in ~140 shards
+
+
+@dataclass
+class TarSplit:
+    """Images as members of tar shards: image ``i`` is ``index[i]["size"]`` bytes at ``index[i]["offset"]`` of shard
+    ``shards[index[i]["shard"]]``. File handles are opened lazily, per process (a forked worker opens its own)."""
+
+    shards: list[Path]
+    index: np.ndarray  # INDEX_DTYPE
+
+    def __post_init__(self) -> None:
+        self.labels = self.index["label"].astype(np.int64)
+        self._handles: dict[int, int] = {}
+        self._pid = os.getpid()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def describe(self, i: int) -> str:
+        row = self.index[i]
+        return f"{self.shards[int(row['shard'])]} at byte {int(row['offset'])}"
+
+    def _handle(self, shard: int) -> int:
+        if self._pid != os.getpid():  # a forked worker: the parent's descriptors share its file offsets; open anew
+            self._handles, self._pid = {}, os.getpid()
+        if shard not in self._handles:
+            self._handles[shard] = os.open(self.shards[shard], os.O_RDONLY)
+        return self._handles[shard]
+
+    def image(self, i: int) -> Any:
+        row = self.index[i]
+        try:
+            raw = os.pread(self._handle(int(row["shard"])), int(row["size"]), int(row["offset"]))
+        except OSError as exc:
+            raise UnreadableImage(f"{self.describe(i)}: {exc.strerror or exc}") from None
+        if len(raw) != int(row["size"]):
+            raise UnreadableImage(f"{self.describe(i)}: the shard ends inside this image")
+        return decode_image(raw, self.describe(i))
+
+    def subset(self, indices: np.ndarray) -> TarSplit:
+        return TarSplit(self.shards, self.index[indices])
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"shards": self.shards, "index": self.index}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.shards, self.index = state["shards"], state["index"]
+        self.__post_init__()
+
+
+def open_image_shards(root: Path) -> ImageFiles:
+    """The set packed into ``root`` by :func:`pack_images`, its shards checked against meta.json (sizes only: a
+    shard cut short is named in one line)."""
+    try:
+        meta = json.loads((root / "meta.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise AotError(f"cannot read {root / 'meta.json'} ({exc}); pack the images again") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise AotError(f"{root / 'meta.json'} is not an image-shard folder's; write one with `aot data pack-images`")
+    if meta.get("version", 0) > VERSION:
+        raise AotError(f"{root} was packed by a newer aot (version {meta['version']}); upgrade aot")
+    splits = {}
+    for split, entry in meta["splits"].items():
+        shards = [root / s["name"] for s in entry["shards"]]
+        for shard, spec in zip(shards, entry["shards"], strict=True):
+            size = shard.stat().st_size if shard.is_file() else None
+            if size != spec["bytes"]:
+                found = "missing" if size is None else f"{size:,} bytes"
+                raise AotError(
+                    f"tar shard {shard} is {found}, meta.json says {spec['bytes']:,}: it was cut short or changed; "
+                    "copy it again or re-run `aot data pack-images`"
+                )
+        index = np.load(root / f"{split}-index.npy")
+        splits[split] = TarSplit(shards, index)
+    notes = [*meta.get("notes", []), f"tar shards packed from {meta.get('source', '?')}"]
+    return ImageFiles(root.name, splits, list(meta["classes"]), "tar-shards", dict(meta.get("skipped", {})), notes)
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+
+
+def _member(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = size, 0o444, 0  # the same bytes on every run: shards resume and compare
+    return info
+
+
+def _header_bytes(info: tarfile.TarInfo) -> int:
+    return len(info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape"))
+
+
+def _write_shard(path: Path, samples: list[tuple[str, str, bytes, int]]) -> tuple[list[tuple[int, int]], int]:
+    """Write ``(key, suffix, image bytes, label)`` pairs as one tar (atomically); returns each image's (offset, size)
+    and the shard's size in bytes."""
+    places = []
+    with atomic_target(path) as scratch, tarfile.open(scratch, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, suffix, raw, label in samples:
+            info = _member(f"{key}{suffix}", len(raw))
+            places.append((tar.offset + _header_bytes(info), len(raw)))
+            tar.addfile(info, io.BytesIO(raw))
+            text = f"{label}".encode()
+            tar.addfile(_member(f"{key}.cls", len(text)), io.BytesIO(text))
+    return places, path.stat().st_size
+
+
+def _save_array(path: Path, array: np.ndarray) -> None:
+    with atomic_target(path) as scratch, open(scratch, "wb") as handle:
+        np.save(handle, array)
+
+
+def _identify(raw: bytes) -> bool:
+    """Whether the bytes start like an image PIL can open (the header only: cheap; a corrupt body is found later)."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not raw:
+        return False
+    try:
+        with Image.open(io.BytesIO(raw)):
+            return True
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return False
+
+
+def pack_images(
+    source: Path,
+    out: Path,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Pack the folder ``source`` (any layout :func:`aot.data.image_files.open_image_files` reads) into tar shards of
+    about ``shard_bytes`` each in ``out``; returns meta.json's content. Files that are empty or do not open as images
+    are skipped and counted. Resumable: rerun the same command after an interruption."""
+    data = open_image_files(source, seed=seed)
+    if data.layout == "tar-shards":
+        raise AotError(f"{source} is already packed (it has meta.json); train from it with --data {source}")
+    out.mkdir(parents=True, exist_ok=True)
+    progress_path = out / "progress.json"
+    settings = {"source": str(source.resolve()), "shard_bytes": shard_bytes, "seed": seed}
+    done: dict[str, Any] = {"settings": settings, "splits": {}}
+    if progress_path.is_file():
+        saved = json.loads(progress_path.read_text())
+        if saved.get("settings") != settings:
+            raise AotError(f"{out} holds a packing with other settings ({saved.get('settings')}); use another --out")
+        done = saved
+    skipped = dict(data.skipped)
+    meta_splits: dict[str, Any] = {}
+    start = time.perf_counter()
+    for split, images in data.splits.items():
+        assert isinstance(images, FileSplit)
+        order = np.random.default_rng([seed, len(split)]).permutation(len(images))
+        state = done["splits"].setdefault(split, {"shards": [], "next": 0, "skipped": {}})
+        rows: list[tuple[int, int, int, int]] = []
+        if state["shards"]:  # resumed: the rows of the shards that were finished (a later, unlisted one is redone)
+            saved_rows = np.load(out / f".{split}-rows.npy")
+            rows = [(a, b, c, d) for a, b, c, d in saved_rows.tolist() if a < len(state["shards"])]
+        position = state["next"]
+        batch: list[tuple[str, str, bytes, int]] = []
+        batch_bytes = 0
+
+        def flush() -> None:
+            nonlocal batch, batch_bytes
+            number = len(state["shards"])
+            name = f"{split}-{number:06d}.tar"
+            places, size = _write_shard(out / name, batch)
+            rows.extend((number, offset, length, label) for (offset, length), (_, _, _, label) in zip(places, batch))
+            _save_array(out / f".{split}-rows.npy", np.asarray(rows, dtype=np.int64).reshape(-1, 4))
+            state["shards"].append({"name": name, "images": len(batch), "bytes": size})
+            state["next"] = position
+            write_text_atomic(progress_path, json.dumps(done, indent=1))
+            batch, batch_bytes = [], 0
+            if progress:
+                elapsed = time.perf_counter() - start
+                progress(f"{split}: {position:,} / {len(images):,} images, {name} ({size / 1e6:,.0f} MB), {elapsed:,.0f}s")
+
+        while position < len(images):
+            i = int(order[position])
+            path = images.path(i)
+            position += 1
+            try:
+                raw = path.read_bytes()
+            except OSError:
+                raw = b""
+            if not _identify(raw):
+                reason = "empty file" if not raw else "not readable as an image"
+                state["skipped"][reason] = state["skipped"].get(reason, 0) + 1
+                continue
+            batch.append((f"{position - 1:08d}", path.suffix.lower(), raw, int(images.labels[i])))
+            batch_bytes += len(raw) + 1536
+            if batch_bytes >= shard_bytes:
+                flush()
+        if batch:
+            flush()
+        index = np.zeros(len(rows), dtype=INDEX_DTYPE)
+        if rows:
+            table = np.asarray(rows, dtype=np.int64)
+            index["shard"], index["offset"], index["size"], index["label"] = table.T
+        _save_array(out / f"{split}-index.npy", index)
+        for reason, count in state["skipped"].items():
+            skipped[reason] = skipped.get(reason, 0) + count
+        meta_splits[split] = {"images": len(index), "shards": state["shards"]}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "source": str(source.resolve()),
+        "layout": data.layout,
+        "classes": data.classes,
+        "splits": meta_splits,
+        "skipped": skipped,
+        "notes": data.notes,
+        "seed": seed,
+    }
+    write_text_atomic(out / "meta.json", json.dumps(meta, indent=1) + "\n")
+    for split in meta_splits:
+        (out / f".{split}-rows.npy").unlink(missing_ok=True)
+    progress_path.unlink(missing_ok=True)
+    return meta
