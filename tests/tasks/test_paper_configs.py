@@ -96,3 +96,78 @@ def test_paper_config_trains_two_steps_from_prepared_shards(config, shards, tmp_
             assert recorded["train"][key] == value, key
     assert results["data"]["tokenizer"] == "gpt2" and results["data"]["vocab_size"] == 50257
     assert results["data"]["folder"] == str(shards) and results["train"]["steps"] == 2
+
+
+# -- the paper's ImageNet runs ------------------------------------------------------------------------------
+
+IMAGENET_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "paper").glob("imagenet-*.yaml"))
+IMAGENET_PRESETS = {  # config file -> the training preset it spells out
+    "imagenet-aot-mssa-v-s": "aot-mssa-s",
+    "imagenet-aot-mhsa-v-s": "aot-mhsa-s",
+    "imagenet-vit-s": "vit-s",
+    "imagenet-crate-v-s": "crate-s",
+}
+IMAGENET_REDUCED = {
+    "model.n_layer": 1,
+    "model.n_embd": 48,
+    "model.n_head": 2,
+    "model.image_size": 32,
+    "train.steps": 2,
+    "train.batch_size": 4,
+    "train.micro_batch_size": 2,
+    "train.warmup_steps": 1,
+    "train.precision": "fp32",
+    "train.progress": False,
+    "data.workers": 1,
+    "eval.periodic_images": 4,
+    "eval.batch_size": 4,
+}
+
+
+@pytest.fixture(scope="module")
+def imagenet_folder(tmp_path_factory) -> Path:
+    """ImageNet's layout in miniature: train/ and val/ class folders of JPEGs of mixed sizes and modes."""
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("imagenet")
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 6), ("val", 2)):
+        for label, wnid in enumerate(("n01440764", "n01443537")):
+            (root / split / wnid).mkdir(parents=True)
+            for i in range(count):
+                height, width = (int(v) for v in rng.integers(24, 70, size=2))
+                pixels = rng.integers(0, 60, size=(height, width, 3), dtype=np.uint8)
+                pixels[..., label] += 150
+                Image.fromarray(pixels).convert("L" if i == 0 else "RGB").save(root / split / wnid / f"{i}.JPEG")
+    return root
+
+
+def test_the_imagenet_configs_spell_out_the_training_presets():
+    from aot.tasks.vision import VisionRun
+
+    assert {p.stem for p in IMAGENET_CONFIGS} == set(IMAGENET_PRESETS)
+    for config in IMAGENET_CONFIGS:
+        from_file = VisionRun.build("aot-mssa", config_file=str(config)).to_dict()
+        preset = VisionRun.build(IMAGENET_PRESETS[config.stem]).to_dict()
+        from_file["data"]["dataset"] = preset["data"]["dataset"]  # the file names an example path
+        assert from_file == preset, config.stem
+
+
+@pytest.mark.parametrize("config", IMAGENET_CONFIGS, ids=lambda p: p.stem)
+def test_imagenet_config_trains_two_steps_on_a_jpeg_folder(config, imagenet_folder, tmp_path):
+    fields = yaml.safe_load(config.read_text())
+    out = tmp_path / "run"
+    argv = ["train", "vision", "--config", str(config), "--data", str(imagenet_folder), "--out", str(out)]
+    for key, value in IMAGENET_REDUCED.items():
+        argv += ["--set", f"{key}={json.dumps(value) if isinstance(value, bool) else value}"]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    recorded = results["config"]
+    assert recorded["model"]["preset"] == fields["model"]["preset"]
+    for section in ("train", "data", "eval"):
+        for key, value in fields[section].items():  # every field the file sets, unless reduced here
+            if f"{section}.{key}" not in IMAGENET_REDUCED and key != "dataset":
+                assert recorded[section][key] == value, f"{section}.{key}"
+    assert results["data"]["layout"] == "imagenet" and results["data"]["sizes"] == {"train": 12, "val": 0, "test": 4}
+    assert results["test"]["images"] == 4 and results["train"]["steps"] == 2

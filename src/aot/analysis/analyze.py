@@ -212,8 +212,20 @@ def analyze_recall(
     return measured
 
 
-def image_batches(config: dict[str, Any], data: str, batches: int, batch_size: int, seed: int) -> list[torch.Tensor]:
-    """Normalised images of a split of the run's image set (``aot.data.images``, the `aot train vision` task)."""
+def image_batches(
+    config: dict[str, Any],
+    data: str,
+    batches: int,
+    batch_size: int,
+    seed: int,
+    shape: tuple[int, int] = (1, 28),
+    stats: tuple[list[float], list[float]] | None = None,
+) -> list[torch.Tensor]:
+    """Normalised images of a split of the run's image set (``aot.data.images``, the `aot train vision` task), at the
+    model's input size: an in-memory set's own pixels, or decoded as the run evaluated them, normalised by the run's
+    ``stats`` (mean, std from its results.json); ``shape`` is the model's (in_chans, image_size)."""
+    in_chans, image_size = shape  # the model's input
+    mean, std = stats or ([0.0], [1.0])
     try:
         image_sets: Any = importlib.import_module("aot.data.images")
     except ImportError:
@@ -224,12 +236,18 @@ def image_batches(config: dict[str, Any], data: str, batches: int, batch_size: i
     if data not in SPLIT_NAMES:
         raise AotError(f"--data {data!r}: an image run takes a split ({', '.join(SPLIT_NAMES)})")
     val_size = section.get("val_size", 0.1)
-    image_data = image_sets.load_images(section["dataset"], val_size if val_size < 1 else int(val_size))
-    pixels = image_data.splits[data][0]
+    image_data = image_sets.open_images(section["dataset"], val_size if val_size < 1 else int(val_size))
     generator = torch.Generator().manual_seed(seed)
+    chosen = [torch.randint(len(image_data.splits[data]), (batch_size,), generator=generator) for _ in range(batches)]
+    if isinstance(image_data, image_sets.ImageData) and image_data.image_shape == (in_chans, image_size, image_size):
+        pixels = image_data.splits[data][0]
+        return [image_data.normalise(pixels[rows]) for rows in chosen]  # the in-memory set, as trained
+    stream: Any = importlib.import_module("aot.data.image_stream")
+    normalise = stream.Normaliser(mean, std)
+    crop_pct = section.get("crop_pct", 0.875)
     return [
-        image_data.normalise(pixels[torch.randint(len(pixels), (batch_size,), generator=generator)])
-        for _ in range(batches)
+        normalise(image_sets.eval_pixels(image_data, data, rows.numpy(), image_size, in_chans, crop_pct)[0])
+        for rows in chosen
     ]
 
 
@@ -344,7 +362,9 @@ def analyze_run(run_dir: str | Path, out: str | Path, data: str = "val", **optio
         measured = analyze_lm(model, lm_tokens(config, data), **options)
     elif model.cfg.task == "image":
         sizes = options.get("batches", 8), options.get("batch_size", 8)
-        images = image_batches(config, data, *sizes, seed=options.get("seed", 0))
+        stats = run_results.get("data", {}).get("mean"), run_results.get("data", {}).get("std")
+        shape = model.cfg.in_chans, model.cfg.image_size
+        images = image_batches(config, data, *sizes, seed=options.get("seed", 0), shape=shape, stats=stats)
         measured = analyze_vision(model, images, eps=options.get("eps", 0.5), device=options.get("device", "cpu"))
     else:
         raise AotError(f"{str(run_dir)!r} holds a {model.cfg.task!r} model; aot analyze reads lm and image models")

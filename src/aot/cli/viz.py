@@ -55,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_attention(args: argparse.Namespace) -> int:
     from aot.analysis.attention_maps import class_token_attention, patch_maps, plot_attention_grid
-    from aot.data.images import load_images
+    from aot.data.image_stream import Normaliser
+    from aot.data.images import ImageData, eval_pixels, open_images
     from aot.loader import load_run
 
     run_dir = Path(args.run_dir)
@@ -68,10 +69,14 @@ def run_attention(args: argparse.Namespace) -> int:
         raise AotError(f"--layer {args.layer} is out of range for {n_layer} layers (use 0..{n_layer - 1} or -1)")
     layer = args.layer % n_layer
     dataset, val_size = run.need("config.data.dataset"), run.need("config.data.val_size")
-    data = load_images(args.data or dataset, val_size if val_size < 1 else int(val_size))
-    images, labels = data.splits["test"]
-    images, labels = images[: args.images], labels[: args.images]
-    logits, attention = class_token_attention(model, data.normalise(images))
+    data = open_images(args.data or dataset, val_size if val_size < 1 else int(val_size))
+    first = np.arange(min(args.images, len(data.splits["test"])))
+    crop_pct = run.results.get("config", {}).get("data", {}).get("crop_pct", 0.875)
+    images, labels = eval_pixels(data, "test", first, model.cfg.image_size, model.cfg.in_chans, crop_pct)
+    shape = (model.cfg.in_chans, model.cfg.image_size, model.cfg.image_size)
+    own = isinstance(data, ImageData) and data.image_shape == shape  # the set's own statistics, as before
+    normalise = data.normalise if own else Normaliser(run.need("data.mean"), run.need("data.std"))
+    logits, attention = class_token_attention(model, normalise(images))
     grid = model.cfg.image_size // model.cfg.patch_size
     maps = patch_maps(attention, grid).float()  # (L, B, heads, g, g)
     predictions = logits.argmax(-1)

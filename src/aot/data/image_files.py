@@ -64,7 +64,9 @@ def decode_image(raw: bytes, where: str) -> Any:
     try:
         image = Image.open(io.BytesIO(raw))
         image.load()
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except UnidentifiedImageError:
+        raise UnreadableImage(f"{where}: not an image format PIL reads") from None
+    except (OSError, ValueError, SyntaxError) as exc:
         raise UnreadableImage(f"{where}: {type(exc).__name__}: {exc}") from None
     return image
 

@@ -424,3 +424,33 @@ class ImageBatches:
 
     def epochs(self, steps: int) -> float:
         return steps * self.batch_size / len(self.labels)
+
+
+def eval_pixels(
+    data: ImageData | ImageFiles,
+    split: str,
+    indices: np.ndarray,
+    image_size: int,
+    in_chans: int,
+    crop_pct: float = 0.875,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 images (len(indices), in_chans, image_size, image_size) and labels of images ``indices`` of ``split``, as
+    `aot train vision` evaluates them: an in-memory set's own pixels when they have the model's shape, otherwise
+    decoded through the evaluation recipe (resize to image_size / crop_pct, center crop; unreadable ones left out)."""
+    from aot.data.image_files import ArraySplit
+    from aot.data.image_stream import eval_batches
+    from aot.data.image_transforms import ImageRecipe
+
+    if isinstance(data, ImageData):
+        images, labels = data.splits[split]
+        if data.image_shape == (in_chans, image_size, image_size):
+            chosen = torch.as_tensor(indices, dtype=torch.int64)
+            return images[chosen], labels[chosen]
+        source: Any = ArraySplit(images, labels.numpy())
+    else:
+        source = data.splits[split]
+    recipe = ImageRecipe(size=image_size, mode="RGB" if in_chans == 3 else "L", crop_pct=crop_pct)
+    batches = list(eval_batches(source, recipe, np.asarray(indices), 256, 0, None))
+    if not batches:
+        raise AotError(f"none of the {len(indices)} chosen {split} images can be decoded; check the data set")
+    return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])

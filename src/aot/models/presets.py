@@ -132,6 +132,12 @@ PRESETS: dict[str, Preset] = {
             "15M",
         ),
         Preset(
+            "crate-v-s",
+            dict(block="crate", n_layer=12, n_embd=576, n_head=12, tied_output=False, **_IMAGENET),
+            "CRATE-S/16",
+            "13.1M",
+        ),
+        Preset(
             "crate-v-b",
             dict(block="crate", n_layer=12, n_embd=768, n_head=12, tied_output=False, **_IMAGENET),
             "CRATE-B/16",

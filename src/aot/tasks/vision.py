@@ -10,6 +10,7 @@ presets (:data:`VISION_PRESETS`) fill it; ``--config``, flags and ``--set`` over
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -141,19 +142,39 @@ class VisionFinetuneConfig:
 
 _RECIPE = {"precision": "fp32", "optimizer": "adamw", "weight_decay": 0.05, "beta2": 0.99, "min_lr_ratio": 0.01}
 _FASHION_TRAIN = {**_RECIPE, "steps": 430, "batch_size": 128, "lr": 1e-3, "warmup_steps": 30, "eval_every": 108}
-# CRATE's recipe (Yu et al. 2023): Lion, lr 2e-4 (batch 4096 in their runs), weight decay 0.05
+# The paper's ImageNet-1K recipe (Wang et al. 2025, section 4: "the CRATE recipe"): Lion, lr 2e-4, weight decay 0.05,
+# batch 512, 200 epochs of the 1,281,167 training images (500,456 steps). Where the paper is silent, DeiT-S's
+# recipe decides: 5 warm-up epochs, cosine to 1 % of the peak, RandomResizedCrop 224 + flip, RandAugment 2 ops at
+# 9, mixup 0.8, CutMix 1.0, label smoothing 0.1 (DeiT's random erasing and repeated augmentation are not built).
+IMAGENET_TRAIN_IMAGES = 1_281_167
+IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+_PAPER_BATCH = 512
+_PAPER_EPOCH = IMAGENET_TRAIN_IMAGES / _PAPER_BATCH  # 2,502.3 steps
 _PAPER_TRAIN = {
     **_RECIPE,
     "optimizer": "lion",
     "lr": 2e-4,
-    "steps": 100_000,
-    "batch_size": 1024,
-    "micro_batch_size": 128,
-    "warmup_steps": 5000,
-    "eval_every": 5000,
-    "checkpoint_every": 5000,
+    "steps": math.ceil(200 * _PAPER_EPOCH),
+    "batch_size": _PAPER_BATCH,
+    "micro_batch_size": 64,
+    "warmup_steps": round(5 * _PAPER_EPOCH),
+    "eval_every": round(_PAPER_EPOCH),
+    "checkpoint_every": round(_PAPER_EPOCH),
+    "checkpoint_minutes": 0,
     "precision": "bf16",
 }
+_PAPER_DATA = {
+    "dataset": "",
+    "val_size": 0,
+    "augment": "random-resized-crop",
+    "randaug_ops": 2,
+    "randaug_magnitude": 9,
+    "mixup": 0.8,
+    "cutmix": 1.0,
+    "mean": IMAGENET_MEAN,
+    "std": IMAGENET_STD,
+}
+_PAPER_EVAL = {"periodic_split": "test", "periodic_images": 10_000, "batch_size": 256}
 
 
 def _fashion(model: dict[str, Any]) -> dict[str, Any]:
@@ -161,12 +182,17 @@ def _fashion(model: dict[str, Any]) -> dict[str, Any]:
 
 
 def _paper(model: str) -> dict[str, Any]:
-    return {"model": {"preset": model}, "data": {"dataset": "", "val_size": 10_000}, "train": dict(_PAPER_TRAIN)}
+    return {
+        "model": {"preset": model},
+        "data": dict(_PAPER_DATA),
+        "train": dict(_PAPER_TRAIN),
+        "eval": dict(_PAPER_EVAL),
+    }
 
 
 # Named training presets. The CPU ones train the ~0.8M-parameter models of aot.models.presets on Fashion-MNIST
-# for one epoch (430 steps of 128 of the 55,000 training images); the paper's sizes need an ImageNet-style
-# folder (--data DIR).
+# for one epoch (430 steps of 128 of the 55,000 training images); the paper's sizes need ImageNet (--data DIR: its
+# train/ + val/ folders, or their tar shards from `aot data pack-images`); configs/paper/imagenet-*.yaml spell them out.
 VISION_PRESETS: dict[str, dict[str, Any]] = {
     "aot-mssa": _fashion({"preset": "aot-mssa-v-cpu"}),
     "aot-mhsa": _fashion({"preset": "aot-mhsa-v-cpu"}),
@@ -181,6 +207,7 @@ VISION_PRESETS: dict[str, dict[str, Any]] = {
     "aot-mssa-s": _paper("aot-mssa-v-s"),
     "aot-mhsa-s": _paper("aot-mhsa-v-s"),
     "vit-s": _paper("vit-s"),
+    "crate-s": _paper("crate-v-s"),
     "crate-b": _paper("crate-v-b"),
 }
 
@@ -252,10 +279,14 @@ class VisionTask(Task[VisionData]):
     command = TaskCommand(
         help="train an image classifier (AoT-MSSA-V, AoT-MHSA-V, ViT, CRATE)",
         description="Train an image classifier with the shared trainer (AdamW or Lion, warm-up + cosine, label "
-        "smoothing, random crop + flip computed from the step, so --resume is exact) and report top-1 / top-5 "
+        "smoothing, augmentation computed from the step, so --resume is exact) and report top-1 / top-5 "
         "accuracy and loss on a held-out part of the training set during training and on the test set at the end. "
         "Writes results.json, loss_curve.png, confusion.png, metrics.jsonl and checkpoint/ into --out. "
-        "Fashion-MNIST (the default) comes from Debian: apt-get install -y dataset-fashion-mnist.",
+        "Fashion-MNIST (the default) comes from Debian: apt-get install -y dataset-fashion-mnist. A folder (ImageNet's "
+        "train/ + val/ class folders, class folders, or tar shards from `aot data pack-images`) stays on disk: "
+        "data.workers processes decode it, any size and mode, with RandomResizedCrop (+ RandAugment, mixup / CutMix "
+        "when set) for training and resize + center crop for evaluation; an image that cannot be decoded is "
+        "skipped, counted and replaced by the next one.",
         examples=(
             "aot train vision                                # AoT-MSSA-V on Fashion-MNIST, 1 epoch",
             "aot train vision --preset transformer --seed 1  # the ViT baseline",
@@ -264,13 +295,18 @@ class VisionTask(Task[VisionData]):
             "aot train vision --data mnist --init-from runs/vision --out runs/ft   # new classifier",
             "aot train vision --set train.optimizer=lion --set train.lr=2e-4",
             "aot train vision --out runs/vision --resume     # continue an interrupted run exactly",
+            "aot train vision --data photos/ --set model.image_size=64 --set model.patch_size=8 --set model.in_chans=3",
+            "aot data pack-images /data/imagenet --out /data/imagenet-shards   # once: 1,000 tar files, not 1.28M",
+            "torchrun --nproc_per_node 8 -m aot.cli train vision --config configs/paper/imagenet-aot-mssa-v-s.yaml \\",
+            "    --data /data/imagenet-shards --out runs/in1k-aot-mssa --resume auto",
         ),
         preset_notes=(
             "aot-mssa, aot-mhsa, transformer, crate   ~0.8M parameters each (aot models), Fashion-MNIST 28x28",
             "                                         patch 7, 1 epoch (430 x 128), AdamW 1e-3, fp32",
             "digits-quick                             scikit-learn 8x8 digits, 150 steps, > 80% in seconds",
-            "aot-mssa-s, aot-mhsa-s, vit-s, crate-b   the paper's ImageNet sizes (224, patch 16), Lion 2e-4;",
-            "                                         need --data FOLDER (one sub-folder per class)",
+            "aot-mssa-s, aot-mhsa-s, vit-s, crate-s   the paper's ImageNet-1K runs (224, patch 16): Lion 2e-4,",
+            "  (and crate-b)                          batch 512, 200 epochs, RandAugment, mixup / CutMix; need",
+            "                                         --data IMAGENET (train/ + val/ class folders, or tar shards)",
         ),
         default_preset="aot-mssa",
         options=(
@@ -298,7 +334,10 @@ class VisionTask(Task[VisionData]):
         """An image set must be named, and the training step must fit in memory (the source run's model, when
         fine-tuning, is checked as it is loaded)."""
         if not run.data.dataset:
-            raise AotError("this preset needs an image set: pass --data FOLDER (one sub-folder per class) or hf:NAME")
+            raise AotError(
+                "this preset needs an image set: pass --data DIR (ImageNet's train/ + val/ class folders, class "
+                "folders, or tar shards from `aot data pack-images`) or hf:NAME"
+            )
         if not run.finetune.init_from:
             cfg = run.model_config()
             self.check_memory(run, cfg, image_tokens(cfg))

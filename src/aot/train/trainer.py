@@ -157,6 +157,9 @@ RESUMABLE_CHANGES = (
 )
 
 
+UNIT_ABBREVIATIONS = {"tokens": "tok", "images": "img"}  # the progress line's rate: tok_s, img_s
+
+
 class BatchSource(Protocol):
     def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, ...]: ...
 
@@ -430,7 +433,7 @@ class Trainer:
                 result.mfu = utilisation
                 waited = row["data_wait_s"] / max(row["wall"], 1e-9)
                 bar.set_postfix(
-                    {"loss": f"{mean_loss:.4f}", f"{self.unit[:3]}_s": f"{rate:,.0f}", "mfu": f"{100 * utilisation:.1f}%"}
+                    {"loss": f"{mean_loss:.4f}", f"{UNIT_ABBREVIATIONS.get(self.unit, self.unit)}_s": f"{rate:,.0f}", "mfu": f"{100 * utilisation:.1f}%"}
                     | ({"data_wait": f"{100 * waited:.0f}%"} if waited >= 0.01 else {})
                 )
                 loss_sum, loss_count = torch.zeros((), device=self.device), 0

@@ -32,7 +32,7 @@ MODELS: tuple[tuple[str, str, str], ...] = (
     ("AoT-MSSA-V", "aot-mssa", "aot-mssa-s"),
     ("AoT-MHSA-V", "aot-mhsa", "aot-mhsa-s"),
     ("ViT-S", "transformer", "vit-s"),
-    ("CRATE", "crate", "crate-b"),
+    ("CRATE", "crate", "crate-s"),
 )
 TINY_MODELS = ("AoT-MSSA-V", "ViT-S")
 ATTENTION_MODEL = "AoT-MSSA-V"  # the model whose attention maps are drawn
@@ -67,7 +67,10 @@ def plan(ctx: Context) -> Plan:
         if not ctx.cuda_devices:
             missing.append("no CUDA GPU here: the paper's vision models (15M-22M, 200 epochs of ImageNet) need GPUs")
         if "imagenet" not in ctx.data:
-            missing.append("no ImageNet given: pass --data imagenet=DIR (train/ and val/ class folders) or hf:NAME")
+            missing.append(
+                "no ImageNet given: pass --data imagenet=DIR (its train/ and val/ class folders, or tar shards from "
+                "`aot data pack-images`)"
+            )
         image_set = images
     else:
         image_set = _image_set(ctx)
