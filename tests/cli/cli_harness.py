@@ -98,7 +98,8 @@ def declared_number(parser: argparse.ArgumentParser, option: str) -> Callable[[s
 
 def build_runs(root: Path) -> Path:
     """``root`` with the tiny runs ``lm/``, ``vision/`` (digits), ``icl/``, the exports ``hf/`` and ``st/`` of the lm
-    run, the data cache ``data/`` ($AOT_DATA), and text files: ``text.txt`` (UTF-8), ``latin1.txt``, ``empty/``."""
+    run, the data cache ``data/`` ($AOT_DATA), text files: ``text.txt`` (UTF-8), ``latin1.txt``, ``empty/``, and an
+    image folder in ImageNet's layout, ``images/``."""
     root.mkdir(parents=True, exist_ok=True)
     with environment(root):
         for name in RUNS:
@@ -109,7 +110,21 @@ def build_runs(root: Path) -> Path:
     (root / "text.txt").write_text(TEXT, encoding="utf-8")
     (root / "latin1.txt").write_bytes(LATIN1)
     (root / "empty").mkdir()
+    _image_folder(root / "images")
     return root
+
+
+def _image_folder(root: Path) -> None:
+    """A tiny ImageNet-layout folder (train/ + val/, two classes of 8x8 PNGs) for the image-folder commands."""
+    import numpy as np
+    from PIL import Image
+
+    for split, count in (("train", 3), ("val", 1)):
+        for label in range(2):
+            (root / split / f"c{label}").mkdir(parents=True)
+            for i in range(count):
+                pixels = np.full((8, 8, 3), 40 + 150 * label + i, dtype=np.uint8)
+                Image.fromarray(pixels).save(root / split / f"c{label}" / f"{i}.png")
 
 
 _BUILT: dict[str, Path] = {}
@@ -141,7 +156,8 @@ def environment(root: Path) -> Iterator[None]:
 @dataclass
 class Sandbox:
     """A private copy of the built runs for one case: ``sb.lm``, ``sb.vision``, ``sb.icl``, ``sb.hf``, ``sb.st``,
-    ``sb.text``, ``sb.latin1``, ``sb.empty``, ``sb.new`` (a folder that does not exist yet) and ``sb.root``."""
+    ``sb.text``, ``sb.latin1``, ``sb.empty``, ``sb.images``, ``sb.new`` (a folder that does not exist yet) and
+    ``sb.root``."""
 
     root: Path
 

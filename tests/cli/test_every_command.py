@@ -168,6 +168,7 @@ BENCH += ["--device", "cpu", "--set", "bench.n_embd=16", "--set", "bench.n_head=
 BENCH += ["--set", "bench.peak_sizes=[64]"]
 REPRODUCE = ["reproduce", "--preset", "tiny", "--only"]
 PREPARE = ["data", "prepare", "--tokenizer", "bytes", "--workers", "0", "--no-progress"]  # in this process
+PACK = ["data", "pack-images"]
 SWEEP = ["sweep", "icl", "--plan", *(item for item in TINY["icl"] if item not in ("--device", "cpu"))]
 SCALING_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"  # synthetic runs
 SCALING = ["scaling", "fit", "--reference", "gpt2", "--starts", "1", "--bootstrap", "2", "--boot-starts", "1"]
@@ -184,6 +185,12 @@ COMMANDS: dict[str, Command] = {
         texts={"SOURCE": lambda sb, p: [*PREPARE, p, "--out", sb.path("new")]},
         out=lambda sb, p: [*PREPARE, sb.path("text"), "--out", p],
         accept={"--workers": ("0",), "--split-seed": ("0", "-1", "1000000000000")},
+    ),
+    "data pack-images": Command(
+        good=lambda sb: [*PACK, sb.path("images"), "--out", sb.path("new")],
+        texts={"ROOT": lambda sb, p: [*PACK, p, "--out", sb.path("new")]},
+        out=lambda sb, p: [*PACK, sb.path("images"), "--out", p],
+        accept=SEED,
     ),
     "train lm": train("lm"),
     "train vision": train("vision"),

@@ -12,9 +12,9 @@ import torch
 
 pytest.importorskip("PIL")
 
-from PIL import Image  # noqa: E402
+from PIL import Image
 
-from aot.data.image_transforms import (  # noqa: E402
+from aot.data.image_transforms import (
     ImageRecipe,
     Mixing,
     _apply_op,
@@ -63,8 +63,8 @@ def reference_crop_box(width, height, rng, scale, ratio=(3 / 4, 4 / 3)):
     for _ in range(10):
         target_area = area * rng.uniform(scale[0], scale[1])
         aspect_ratio = math.exp(rng.uniform(math.log(ratio[0]), math.log(ratio[1])))
-        w = int(round(math.sqrt(target_area * aspect_ratio)))
-        h = int(round(math.sqrt(target_area / aspect_ratio)))
+        w = round(math.sqrt(target_area * aspect_ratio))
+        h = round(math.sqrt(target_area / aspect_ratio))
         if 0 < w <= width and 0 < h <= height:
             i = int(rng.integers(0, height - h + 1))
             j = int(rng.integers(0, width - w + 1))
@@ -72,10 +72,10 @@ def reference_crop_box(width, height, rng, scale, ratio=(3 / 4, 4 / 3)):
     in_ratio = width / height
     if in_ratio < min(ratio):
         w = width
-        h = int(round(w / min(ratio)))
+        h = round(w / min(ratio))
     elif in_ratio > max(ratio):
         h = height
-        w = int(round(h * max(ratio)))
+        w = round(h * max(ratio))
     else:
         w, h = width, height
     return (width - w) // 2, (height - h) // 2, w, h
@@ -92,7 +92,7 @@ def test_random_resized_crop_follows_torchvision_get_params(width, height, scale
         out = random_resized_crop(image, 16, np.random.default_rng(seed), scale)
         assert out.size == (16, 16) and out.mode == "RGB"
         left, top, w, h = reference_crop_box(width, height, np.random.default_rng(seed), scale)
-        assert 0 <= left and left + w <= width and 0 <= top and top + h <= height
+        assert left >= 0 and left + w <= width and top >= 0 and top + h <= height
         expected = image.resize((16, 16), Image.BILINEAR, box=(left, top, left + w, top + h))
         np.testing.assert_array_equal(pixels(out), pixels(expected))
         boxes.add((left, top, w, h))
@@ -210,7 +210,8 @@ def test_posterize_solarize_and_photometric_ops_against_numpy() -> None:
         expected = np.where(array < threshold, array, 255 - array)
         np.testing.assert_array_equal(pixels(_apply_op(gray, "Solarize", threshold)), expected)
         np.testing.assert_array_equal(
-            pixels(_apply_op(rgb, "Solarize", threshold)), np.where(pixels(rgb) < threshold, pixels(rgb), 255 - pixels(rgb))
+            pixels(_apply_op(rgb, "Solarize", threshold)),
+            np.where(pixels(rgb) < threshold, pixels(rgb), 255 - pixels(rgb)),
         )
     np.testing.assert_array_equal(pixels(_apply_op(gray, "Identity", 0.0)), array)
     flat = Image.fromarray(np.full((8, 8, 3), 100, dtype=np.uint8))
@@ -218,7 +219,7 @@ def test_posterize_solarize_and_photometric_ops_against_numpy() -> None:
     assert (pixels(_apply_op(flat, "Brightness", -0.9)) == 10).all()
     assert (pixels(_apply_op(flat, "Color", 0.9)) == 100).all()  # a gray image has no colour to change
     assert (pixels(_apply_op(flat, "Contrast", 0.9)) == 100).all()  # a flat image has no contrast to change
-    low = Image.fromarray((np.arange(64, dtype=np.uint8).reshape(8, 8) + 100))  # 100..163
+    low = Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8) + 100)  # 100..163
     stretched = pixels(_apply_op(low, "AutoContrast", 0.0))
     assert stretched.min() == 0 and stretched.max() >= 254  # PIL's lookup table truncates 254.99...
     assert np.all(np.diff(stretched.ravel().astype(int)) >= 0)  # monotone
@@ -339,7 +340,7 @@ def test_switch_prob_and_prob_choose_the_kind_of_mixing() -> None:
     def kinds(mixing: Mixing) -> set[str]:
         seen = set()
         for step in range(12):
-            out, target = mixing(images, labels, 4, step=step, first_row=0)
+            out, _ = mixing(images, labels, 4, step=step, first_row=0)
             for a in range(0, 8, 2):
                 if torch.equal(out[a], images[a]):
                     seen.add("none")

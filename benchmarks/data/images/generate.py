@@ -85,7 +85,7 @@ def image_size(rng: np.random.Generator) -> tuple[int, int]:
     long = 500 if rng.random() < 0.7 else int(rng.integers(300, 501))
     pick = rng.random()
     ratio = 4 / 3 if pick < 0.5 else 3 / 2 if pick < 0.7 else 1.0 if pick < 0.8 else float(rng.uniform(1.0, 2.0))
-    short = max(64, int(round(long / ratio)))
+    short = max(64, round(long / ratio))
     return (long, short) if rng.random() < 0.75 else (short, long)
 
 
@@ -101,7 +101,8 @@ def render_image(seed: int, number: int) -> Image.Image:
         image = image.transpose((Image.FLIP_LEFT_RIGHT, Image.FLIP_TOP_BOTTOM, Image.ROTATE_180)[turn - 1])
     gain, offset = rng.uniform(0.7, 1.2, 3), rng.uniform(-30, 30, 3)
     levels = np.arange(256, dtype=np.float32)
-    image = image.point(np.concatenate([np.clip(levels * g + o, 0, 255) for g, o in zip(gain, offset)]).astype(int).tolist())
+    tables = np.concatenate([np.clip(levels * g + o, 0, 255) for g, o in zip(gain, offset)])
+    image = image.point(tables.astype(int).tolist())  # one lookup table per channel
     return image.convert("L") if rng.random() < GRAY else image
 
 

@@ -66,7 +66,7 @@ def decode_image(raw: bytes, where: str) -> Any:
         image.load()
     except UnidentifiedImageError:
         raise UnreadableImage(f"{where}: not an image format PIL reads") from None
-    except (OSError, ValueError, SyntaxError) as exc:
+    except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
         raise UnreadableImage(f"{where}: {type(exc).__name__}: {exc}") from None
     return image
 
@@ -150,6 +150,8 @@ def _list_class(folder: Path, skipped: dict[str, int]) -> list[str]:
     names = []
     for entry in os.scandir(folder):
         if entry.name.startswith("."):
+            if entry.is_file():
+                skipped["hidden file"] = skipped.get("hidden file", 0) + 1
             continue
         if entry.is_file() and _is_image_name(entry.name):
             names.append(entry.name)
@@ -237,7 +239,8 @@ def _class_folder_layout(root: Path, seed: int) -> ImageFiles:
 def open_image_files(root: Path, seed: int = 0) -> ImageFiles:
     """List the images under ``root`` in the first layout that fits (see the module docstring); nothing is decoded."""
     if not root.is_dir():
-        raise AotError(f"image folder {str(root)!r} does not exist")
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise AotError(f"image folder {str(root)!r} {what}; give a folder of class folders, ImageNet's or tar shards")
     if (root / "meta.json").is_file():
         from aot.data.image_tars import open_image_shards
 

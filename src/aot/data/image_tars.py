@@ -156,8 +156,33 @@ def _identify(raw: bytes) -> bool:
     try:
         with Image.open(io.BytesIO(raw)):
             return True
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError, SyntaxError):
         return False
+
+
+def _resume_state(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """What an interrupted packing into ``out`` with the same ``settings`` finished (or a fresh start in a new or empty
+    folder); anything else in ``out`` is a one-line refusal that leaves it as it is."""
+    if out.exists() and not out.is_dir():
+        raise AotError(f"--out {str(out)!r} is a file; give a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    progress_path = out / "progress.json"
+    if progress_path.is_file():
+        try:
+            saved = json.loads(progress_path.read_text())
+            assert isinstance(saved, dict) and isinstance(saved.get("splits"), dict)
+        except (ValueError, AssertionError):
+            raise AotError(f"{progress_path} is damaged; remove the folder {str(out)!r} and pack again") from None
+        if saved.get("settings") != settings:
+            raise AotError(
+                f"{str(out)!r} holds an unfinished packing of another source or other options; rerun that command, "
+                "or give another --out"
+            )
+        return saved
+    others = sorted(p.name for p in out.iterdir())
+    if others:
+        raise AotError(f"--out {str(out)!r} already holds files ({', '.join(others[:3])}); give a new or empty folder")
+    return {"settings": settings, "splits": {}}
 
 
 def pack_images(
@@ -173,15 +198,9 @@ def pack_images(
     data = open_image_files(source, seed=seed)
     if data.layout == "tar-shards":
         raise AotError(f"{source} is already packed (it has meta.json); train from it with --data {source}")
-    out.mkdir(parents=True, exist_ok=True)
     progress_path = out / "progress.json"
     settings = {"source": str(source.resolve()), "shard_bytes": shard_bytes, "seed": seed}
-    done: dict[str, Any] = {"settings": settings, "splits": {}}
-    if progress_path.is_file():
-        saved = json.loads(progress_path.read_text())
-        if saved.get("settings") != settings:
-            raise AotError(f"{out} holds a packing with other settings ({saved.get('settings')}); use another --out")
-        done = saved
+    done = _resume_state(out, settings)
     skipped = dict(data.skipped)
     meta_splits: dict[str, Any] = {}
     start = time.perf_counter()
