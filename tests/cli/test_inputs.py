@@ -401,7 +401,9 @@ BASE = {
         str(Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"), "--tokenizer", "bytes", "--no-progress",
         "--out", "{tmp}/prepared",
     ],
-    ("data", "pack-images"): [str(Path(__file__).resolve().parents[1] / "fixtures" / "images"), "--out", "{tmp}/packed"],
+    ("data", "pack-images"): [
+        str(Path(__file__).resolve().parents[1] / "fixtures" / "images"), "--out", "{tmp}/packed",
+    ],
     ("bench",): ["--quick", "--only", "models", "--no-memory", "--no-breakdown", "--out", "{tmp}/bench"],
     ("scaling", "fit"): [
         str(Path(__file__).resolve().parents[1] / "fixtures" / "scaling" / "runs.json"), "--reference", "gpt2",

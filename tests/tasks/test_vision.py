@@ -360,7 +360,8 @@ def test_wrong_image_size_or_channels(tmp_path: Path, capsys: pytest.CaptureFixt
         (tmp_path / "rgb" / name).mkdir(parents=True)
         Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "rgb" / name / "x.png")
     # a folder is decoded to the model's input: RGB images become the grey 8x8 the digits model takes
-    args = ["train", "vision", "--preset", "digits-quick", "--data", str(tmp_path / "rgb"), "--out", str(tmp_path / "b")]
+    args = ["train", "vision", "--preset", "digits-quick", "--data", str(tmp_path / "rgb")]
+    args += ["--out", str(tmp_path / "b")]
     code, _, err = run_cli([*args, "--set", "data.val_size=0", "--steps", "2", "--set", "data.workers=0"], capsys)
     assert code == 0, err
     assert json.loads((tmp_path / "b" / "results.json").read_text())["data"]["image_shape"] == [1, 8, 8]
@@ -378,7 +379,8 @@ def test_bad_folders_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> No
     (tmp_path / "data" / "empty" / "y.png").write_bytes(b"\x89PNG garbage")  # a counted skip, not an error
     code, _, err = run_cli([*args, "--steps", "2", "--set", "data.workers=0"], capsys)
     assert code == 0 and "Traceback" not in err
-    assert [line for line in err.splitlines() if "unreadable" in line][0].endswith("y.png: not an image format PIL reads")
+    said = next(line for line in err.splitlines() if "unreadable" in line)
+    assert said.endswith("y.png: not an image format PIL reads")
     unreadable = json.loads((tmp_path / "results.json").read_text())["data"]["unreadable_images"]
     assert unreadable["count"] == 1 and "y.png" in unreadable["first"][0]
     code, _, err = run_cli(["data", "info", "--images", str(tmp_path / "missing")], capsys)

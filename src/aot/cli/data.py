@@ -152,7 +152,8 @@ def run_pack_images(args: argparse.Namespace) -> int:
         print(json.dumps(meta, indent=2))
         return 0
     parts = "; ".join(
-        f"{split} {entry['images']:,} images in {len(entry['shards'])} shard(s)" for split, entry in meta["splits"].items()
+        f"{split} {entry['images']:,} images in {len(entry['shards'])} shard(s)"
+        for split, entry in meta["splits"].items()
     )
     skipped = ", ".join(f"{n:,} {why}" for why, n in meta["skipped"].items())
     print(f"packed {args.root} into {args.out}: {parts}" + (f"; skipped {skipped}" if skipped else ""))

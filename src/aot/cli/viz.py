@@ -74,8 +74,10 @@ def run_attention(args: argparse.Namespace) -> int:
     crop_pct = run.results.get("config", {}).get("data", {}).get("crop_pct", 0.875)
     images, labels = eval_pixels(data, "test", first, model.cfg.image_size, model.cfg.in_chans, crop_pct)
     shape = (model.cfg.in_chans, model.cfg.image_size, model.cfg.image_size)
-    own = isinstance(data, ImageData) and data.image_shape == shape  # the set's own statistics, as before
-    normalise = data.normalise if own else Normaliser(run.need("data.mean"), run.need("data.std"))
+    if isinstance(data, ImageData) and data.image_shape == shape:  # the set's own statistics, as before
+        normalise = data.normalise
+    else:
+        normalise = Normaliser(run.need("data.mean"), run.need("data.std"))
     logits, attention = class_token_attention(model, normalise(images))
     grid = model.cfg.image_size // model.cfg.patch_size
     maps = patch_maps(attention, grid).float()  # (L, B, heads, g, g)

@@ -23,13 +23,20 @@ import os
 import tarfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from aot.data.image_files import FileSplit, ImageFiles, UnreadableImage, decode_image, open_image_files
+from aot.data.image_files import (
+    FileSplit,
+    ImageFiles,
+    ImageSplit,
+    UnreadableImage,
+    decode_image,
+    open_image_files,
+)
 from aot.errors import AotError
 from aot.run_folder import atomic_target, write_text_atomic
 
@@ -46,6 +53,7 @@ class TarSplit:
 
     shards: list[Path]
     index: np.ndarray  # INDEX_DTYPE
+    labels: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         self.labels = self.index["label"].astype(np.int64)
@@ -98,7 +106,7 @@ def open_image_shards(root: Path) -> ImageFiles:
         raise AotError(f"{root / 'meta.json'} is not an image-shard folder's; write one with `aot data pack-images`")
     if meta.get("version", 0) > VERSION:
         raise AotError(f"{root} was packed by a newer aot (version {meta['version']}); upgrade aot")
-    splits = {}
+    splits: dict[str, ImageSplit] = {}
     for split, entry in meta["splits"].items():
         shards = [root / s["name"] for s in entry["shards"]]
         for shard, spec in zip(shards, entry["shards"], strict=True):
@@ -109,7 +117,18 @@ def open_image_shards(root: Path) -> ImageFiles:
                     f"tar shard {shard} is {found}, meta.json says {spec['bytes']:,}: it was cut short or changed; "
                     "copy it again or re-run `aot data pack-images`"
                 )
-        index = np.load(root / f"{split}-index.npy")
+        index_path = root / f"{split}-index.npy"
+        try:
+            index = np.load(index_path)
+        except (OSError, ValueError) as exc:  # missing, or a copy cut short: one line, as for a shard
+            raise AotError(
+                f"cannot read {index_path} ({exc}); copy it again or re-run `aot data pack-images`"
+            ) from None
+        if len(index) != entry["images"]:
+            raise AotError(
+                f"{index_path} lists {len(index):,} images, meta.json says {entry['images']:,}; "
+                "copy it again or re-run `aot data pack-images`"
+            )
         splits[split] = TarSplit(shards, index)
     notes = [*meta.get("notes", []), f"tar shards packed from {meta.get('source', '?')}"]
     return ImageFiles(root.name, splits, list(meta["classes"]), "tar-shards", dict(meta.get("skipped", {})), notes)
@@ -185,6 +204,73 @@ def _resume_state(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
     return {"settings": settings, "splits": {}}
 
 
+@dataclass
+class _SplitPacker:
+    """The packing of one split: images taken in a fixed shuffled order, gathered into shards of about
+    ``shard_bytes``; ``state`` (saved in progress.json after every shard) says how far it got."""
+
+    split: str
+    images: FileSplit
+    out: Path
+    shard_bytes: int
+    state: dict[str, Any]
+    save: Callable[[], None]
+    progress: Callable[[str], None] | None
+
+    def run(self, seed: int, start: float) -> np.ndarray:
+        """Pack what is left; return the split's index (INDEX_DTYPE)."""
+        order = np.random.default_rng([seed, len(self.split)]).permutation(len(self.images))
+        rows = self._finished_rows()
+        position, batch, batch_bytes = self.state["next"], [], 0
+        while position < len(self.images):
+            i = int(order[position])
+            position += 1
+            path = self.images.path(i)
+            try:
+                raw = path.read_bytes()
+            except OSError:
+                raw = b""
+            if not _identify(raw):
+                reason = "empty file" if not raw else "not readable as an image"
+                self.state["skipped"][reason] = self.state["skipped"].get(reason, 0) + 1
+                continue
+            batch.append((f"{position - 1:08d}", path.suffix.lower(), raw, int(self.images.labels[i])))
+            batch_bytes += len(raw) + 1536  # two tar headers and padding
+            if batch_bytes >= self.shard_bytes or position == len(self.images):
+                self._flush(batch, rows, position, start)
+                batch, batch_bytes = [], 0
+        if batch:
+            self._flush(batch, rows, position, start)
+        index = np.zeros(len(rows), dtype=INDEX_DTYPE)
+        if rows:
+            table = np.asarray(rows, dtype=np.int64)
+            index["shard"], index["offset"], index["size"], index["label"] = table.T
+        return index
+
+    def _finished_rows(self) -> list[tuple[int, int, int, int]]:
+        """The index rows of the shards an interrupted packing finished (a later, unlisted shard is redone)."""
+        if not self.state["shards"]:
+            return []
+        saved = np.load(self.out / f".{self.split}-rows.npy")
+        return [(a, b, c, d) for a, b, c, d in saved.tolist() if a < len(self.state["shards"])]
+
+    def _flush(self, batch: list[tuple[str, str, bytes, int]], rows: list, position: int, start: float) -> None:
+        number = len(self.state["shards"])
+        name = f"{self.split}-{number:06d}.tar"
+        places, size = _write_shard(self.out / name, batch)
+        rows.extend(
+            (number, offset, length, label) for (offset, length), (*_, label) in zip(places, batch, strict=True)
+        )
+        _save_array(self.out / f".{self.split}-rows.npy", np.asarray(rows, dtype=np.int64).reshape(-1, 4))
+        self.state["shards"].append({"name": name, "images": len(batch), "bytes": size})
+        self.state["next"] = position
+        self.save()
+        if self.progress:
+            done = f"{position:,} / {len(self.images):,} images"
+            elapsed = time.perf_counter() - start
+            self.progress(f"{self.split}: {done}, {name} ({size / 1e6:,.0f} MB), {elapsed:,.0f}s")
+
+
 def pack_images(
     source: Path,
     out: Path,
@@ -198,61 +284,20 @@ def pack_images(
     data = open_image_files(source, seed=seed)
     if data.layout == "tar-shards":
         raise AotError(f"{source} is already packed (it has meta.json); train from it with --data {source}")
-    progress_path = out / "progress.json"
     settings = {"source": str(source.resolve()), "shard_bytes": shard_bytes, "seed": seed}
     done = _resume_state(out, settings)
+    progress_path = out / "progress.json"
+
+    def save() -> None:
+        write_text_atomic(progress_path, json.dumps(done, indent=1))
+
     skipped = dict(data.skipped)
     meta_splits: dict[str, Any] = {}
     start = time.perf_counter()
     for split, images in data.splits.items():
         assert isinstance(images, FileSplit)
-        order = np.random.default_rng([seed, len(split)]).permutation(len(images))
         state = done["splits"].setdefault(split, {"shards": [], "next": 0, "skipped": {}})
-        rows: list[tuple[int, int, int, int]] = []
-        if state["shards"]:  # resumed: the rows of the shards that were finished (a later, unlisted one is redone)
-            saved_rows = np.load(out / f".{split}-rows.npy")
-            rows = [(a, b, c, d) for a, b, c, d in saved_rows.tolist() if a < len(state["shards"])]
-        position = state["next"]
-        batch: list[tuple[str, str, bytes, int]] = []
-        batch_bytes = 0
-
-        def flush() -> None:
-            nonlocal batch, batch_bytes
-            number = len(state["shards"])
-            name = f"{split}-{number:06d}.tar"
-            places, size = _write_shard(out / name, batch)
-            rows.extend((number, offset, length, label) for (offset, length), (_, _, _, label) in zip(places, batch))
-            _save_array(out / f".{split}-rows.npy", np.asarray(rows, dtype=np.int64).reshape(-1, 4))
-            state["shards"].append({"name": name, "images": len(batch), "bytes": size})
-            state["next"] = position
-            write_text_atomic(progress_path, json.dumps(done, indent=1))
-            batch, batch_bytes = [], 0
-            if progress:
-                elapsed = time.perf_counter() - start
-                progress(f"{split}: {position:,} / {len(images):,} images, {name} ({size / 1e6:,.0f} MB), {elapsed:,.0f}s")
-
-        while position < len(images):
-            i = int(order[position])
-            path = images.path(i)
-            position += 1
-            try:
-                raw = path.read_bytes()
-            except OSError:
-                raw = b""
-            if not _identify(raw):
-                reason = "empty file" if not raw else "not readable as an image"
-                state["skipped"][reason] = state["skipped"].get(reason, 0) + 1
-                continue
-            batch.append((f"{position - 1:08d}", path.suffix.lower(), raw, int(images.labels[i])))
-            batch_bytes += len(raw) + 1536
-            if batch_bytes >= shard_bytes:
-                flush()
-        if batch:
-            flush()
-        index = np.zeros(len(rows), dtype=INDEX_DTYPE)
-        if rows:
-            table = np.asarray(rows, dtype=np.int64)
-            index["shard"], index["offset"], index["size"], index["label"] = table.T
+        index = _SplitPacker(split, images, out, shard_bytes, state, save, progress).run(seed, start)
         _save_array(out / f"{split}-index.npy", index)
         for reason, count in state["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + count

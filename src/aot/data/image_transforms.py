@@ -41,8 +41,8 @@ def random_resized_crop(image: Any, size: int, rng: Rng, scale: tuple[float, flo
     for _ in range(10):
         target = area * rng.uniform(scale[0], scale[1])
         aspect = math.exp(rng.uniform(*log_ratio))
-        w = int(round(math.sqrt(target * aspect)))
-        h = int(round(math.sqrt(target / aspect)))
+        w = round(math.sqrt(target * aspect))
+        h = round(math.sqrt(target / aspect))
         if 0 < w <= width and 0 < h <= height:
             top = int(rng.integers(0, height - h + 1))
             left = int(rng.integers(0, width - w + 1))
@@ -50,13 +50,13 @@ def random_resized_crop(image: Any, size: int, rng: Rng, scale: tuple[float, flo
     else:
         in_ratio = width / height
         if in_ratio < min(ratio):
-            w, h = width, int(round(width / min(ratio)))
+            w, h = width, round(width / min(ratio))
         elif in_ratio > max(ratio):
-            w, h = int(round(height * max(ratio))), height
+            w, h = round(height * max(ratio)), height
         else:
             w, h = width, height
         top, left = (height - h) // 2, (width - w) // 2
-    return image.resize((size, size), Image.BILINEAR, box=(left, top, left + w, top + h))
+    return image.resize((size, size), Image.Resampling.BILINEAR, box=(left, top, left + w, top + h))
 
 
 def resize_center_crop(image: Any, size: int, crop_pct: float = 0.875) -> Any:
@@ -70,9 +70,9 @@ def resize_center_crop(image: Any, size: int, crop_pct: float = 0.875) -> Any:
     else:
         new = (int(short * width / height), short)
     if new != (width, height):
-        image = image.resize(new, Image.BILINEAR)
+        image = image.resize(new, Image.Resampling.BILINEAR)
     width, height = image.size
-    top, left = int(round((height - size) / 2.0)), int(round((width - size) / 2.0))
+    top, left = round((height - size) / 2.0), round((width - size) / 2.0)
     return image.crop((left, top, left + size, top + size))
 
 
@@ -103,22 +103,23 @@ def _apply_op(image: Any, op: str, value: float) -> Any:
     from PIL import Image, ImageEnhance, ImageOps
 
     fill = (0,) * len(image.getbands())
+    affine, nearest = Image.Transform.AFFINE, Image.Resampling.NEAREST
     if op == "ShearX":  # torchvision: affine with shear atan(value) degrees about the corner (0, 0)
-        return image.transform(image.size, Image.AFFINE, (1, value, 0, 0, 1, 0), Image.NEAREST, fillcolor=fill)
+        return image.transform(image.size, affine, (1, value, 0, 0, 1, 0), nearest, fillcolor=fill)
     if op == "ShearY":
-        return image.transform(image.size, Image.AFFINE, (1, 0, 0, value, 1, 0), Image.NEAREST, fillcolor=fill)
+        return image.transform(image.size, affine, (1, 0, 0, value, 1, 0), nearest, fillcolor=fill)
     if op == "TranslateX":
-        return image.transform(image.size, Image.AFFINE, (1, 0, -int(value), 0, 1, 0), Image.NEAREST, fillcolor=fill)
+        return image.transform(image.size, affine, (1, 0, -int(value), 0, 1, 0), nearest, fillcolor=fill)
     if op == "TranslateY":
-        return image.transform(image.size, Image.AFFINE, (1, 0, 0, 0, 1, -int(value)), Image.NEAREST, fillcolor=fill)
+        return image.transform(image.size, affine, (1, 0, 0, 0, 1, -int(value)), nearest, fillcolor=fill)
     if op == "Rotate":
-        return image.rotate(value, Image.NEAREST, fillcolor=fill)
+        return image.rotate(value, nearest, fillcolor=fill)
     if op in ("Brightness", "Color", "Contrast", "Sharpness"):
         return getattr(ImageEnhance, op)(image).enhance(1.0 + value)
     if op == "Posterize":
         return ImageOps.posterize(image, int(value))
     if op == "Solarize":
-        return ImageOps.solarize(image, value)
+        return ImageOps.solarize(image, int(value))
     if op == "AutoContrast":
         return ImageOps.autocontrast(image)
     if op == "Equalize":
@@ -191,7 +192,7 @@ class ImageRecipe:
         if self.flip and rng.random() < 0.5:
             from PIL import Image
 
-            image = image.transpose(Image.FLIP_LEFT_RIGHT)
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         if self.randaug_ops:
             image = rand_augment(image, rng, self.randaug_ops, self.randaug_magnitude)
         return _chw(image)

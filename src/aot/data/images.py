@@ -37,9 +37,9 @@ import numpy as np
 import torch
 
 from aot.data.corpora import data_dir
+from aot.data.hub import load_hub_dataset
 from aot.data.image_files import ImageFiles, hold_out, open_image_files
 from aot.data.image_transforms import Mixing
-from aot.data.hub import load_hub_dataset
 from aot.errors import AotError
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")

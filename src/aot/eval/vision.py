@@ -63,7 +63,8 @@ def classify_counts(
 
 
 def scores_of(counts: torch.Tensor, num_classes: int | None = None) -> dict:
-    """``loss``, ``top1``, ``top5``, ``images`` (and ``confusion`` with ``num_classes``) from :func:`classify_counts`."""
+    """``loss``, ``top1``, ``top5``, ``images`` (and ``confusion`` with ``num_classes``) of
+    :func:`classify_counts`."""
     n = int(counts[3])
     scores: dict = {
         "loss": float(counts[0]) / max(n, 1),

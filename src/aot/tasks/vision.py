@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from aot.data.image_files import ImageFiles
 from aot.data.image_transforms import AUGMENTS
 from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageData, open_images
 from aot.errors import AotError, ConfigError
@@ -99,11 +98,7 @@ class VisionDataConfig:
         began is left out at its default, so that run still resumes."""
         defaults = VisionDataConfig()
         first = ("dataset", "val_size", "padding", "flip")  # the fields of the first release
-        return {
-            k: v
-            for k, v in vars(self).items()
-            if k != "workers" and (k in first or v != getattr(defaults, k))
-        }
+        return {k: v for k, v in vars(self).items() if k != "workers" and (k in first or v != getattr(defaults, k))}
 
 
 @dataclass
@@ -382,7 +377,9 @@ class VisionTask(Task[VisionData]):
         state = VisionState(batches, recipe)
         return Setup(batches, classification_loss(run.loss.label_smoothing), periodic_eval, fingerprint, state=state)
 
-    def final_eval(self, run: VisionRun, data: VisionData, setup: Setup, trainer: Trainer, device: torch.device) -> dict:
+    def final_eval(
+        self, run: VisionRun, data: VisionData, setup: Setup, trainer: Trainer, device: torch.device
+    ) -> dict:
         final = {}
         for split in ("val", "test"):
             final[split] = evaluate_split(

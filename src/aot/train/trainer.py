@@ -432,10 +432,11 @@ class Trainer:
                 metrics.write(row)
                 result.mfu = utilisation
                 waited = row["data_wait_s"] / max(row["wall"], 1e-9)
-                bar.set_postfix(
-                    {"loss": f"{mean_loss:.4f}", f"{UNIT_ABBREVIATIONS.get(self.unit, self.unit)}_s": f"{rate:,.0f}", "mfu": f"{100 * utilisation:.1f}%"}
-                    | ({"data_wait": f"{100 * waited:.0f}%"} if waited >= 0.01 else {})
-                )
+                rate_name = f"{UNIT_ABBREVIATIONS.get(self.unit, self.unit)}_s"
+                postfix = {"loss": f"{mean_loss:.4f}", rate_name: f"{rate:,.0f}", "mfu": f"{100 * utilisation:.1f}%"}
+                if waited >= 0.01:  # the loop waited for data: say how much of the interval
+                    postfix["data_wait"] = f"{100 * waited:.0f}%"
+                bar.set_postfix(postfix)
                 loss_sum, loss_count = torch.zeros((), device=self.device), 0
                 interval_tokens, interval_seconds = 0, 0.0
             bar.update(1)
