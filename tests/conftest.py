@@ -101,3 +101,31 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
         code = int(exc.code or 0)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def write_imagenet_folder(
+    root: Path, classes: int = 3, train: int = 6, val: int = 2, seed: int = 0, sizes: tuple[int, int] = (20, 60)
+) -> Path:
+    """ImageNet's layout in miniature: ``root/train/nXXXXXXXX/*.JPEG`` and ``root/val/...``, JPEGs of mixed sizes
+    (each side uniform in ``sizes``), one image per class grey; class k is tinted in channel k % 3, so the classes can
+    be told apart."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for split, count in (("train", train), ("val", val)):
+        for label in range(classes):
+            folder = root / split / f"n{1440764 + label:08d}"
+            folder.mkdir(parents=True)
+            for i in range(count):
+                height, width = (int(v) for v in rng.integers(sizes[0], sizes[1], size=2))
+                pixels = rng.integers(0, 70, size=(height, width, 3), dtype=np.uint8)
+                pixels[..., label % 3] += 150
+                image = Image.fromarray(pixels).convert("L" if i == 0 else "RGB")
+                image.save(folder / f"{folder.name}_{i}.JPEG", quality=90)
+    return root
+
+
+@pytest.fixture(scope="module")
+def imagenet_folder(tmp_path_factory) -> Path:
+    """A fresh :func:`write_imagenet_folder` for a test module."""
+    return write_imagenet_folder(tmp_path_factory.mktemp("imagenet"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from aot.cli import main
@@ -20,22 +19,8 @@ REDUCED = ["--steps", "2", "--batch-size", "4", "--set", "train.micro_batch_size
            "--set", "data.workers=0", "--set", "eval.periodic_images=4"]  # fmt: skip
 
 
-def _imagenet(root):  # type: ignore[no-untyped-def]
-    from PIL import Image
-
-    rng = np.random.default_rng(1)
-    for split, count in (("train", 4), ("val", 2)):
-        for wnid in ("n01440764", "n01443537"):
-            (root / split / wnid).mkdir(parents=True)
-            for i in range(count):
-                height, width = (int(v) for v in rng.integers(20, 60, size=2))
-                pixels = rng.integers(0, 255, size=(height, width, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(root / split / wnid / f"{wnid}_{i}.JPEG")
-    return root
-
-
-def test_the_paper_vision_commands_train_from_imagenets_layout(tmp_path):
-    folder = _imagenet(tmp_path / "imagenet")
+def test_the_paper_vision_commands_train_from_imagenets_layout(imagenet_folder, tmp_path):
+    folder = imagenet_folder
     plan = vision_part.plan(Context("paper", tmp_path / "part", {"imagenet": str(folder)}))
     runs = [s for s in plan.steps if s.argv[:2] == ["train", "vision"]]
     assert [s.argv[s.argv.index("--preset") + 1] for s in runs] == ["aot-mssa-s", "aot-mhsa-s", "vit-s", "crate-s"]
@@ -43,5 +28,5 @@ def test_the_paper_vision_commands_train_from_imagenets_layout(tmp_path):
         assert step.launcher[0] == "torchrun" and step.argv[step.argv.index("--data") + 1] == str(folder)
         assert main([*step.options(tmp_path / "part"), *REDUCED]) == 0
         results = json.loads((step.out_dir(tmp_path / "part") / "results.json").read_text())
-        assert results["data"]["layout"] == "imagenet" and results["data"]["sizes"]["test"] == 4
+        assert results["data"]["layout"] == "imagenet" and results["data"]["sizes"]["test"] == 6
         assert results["config"]["data"]["mixup"] == 0.8 and results["config"]["train"]["optimizer"] == "lion"
