@@ -258,6 +258,30 @@ def test_a_row_depends_only_on_seed_and_sample(imagenet: Path) -> None:
         mixed.set_rows([(0, 3), (3, 8)])
 
 
+def test_a_row_is_its_image_through_the_recipe_with_the_sample_seed(imagenet: Path) -> None:
+    """Row r of step s: image order(s)[r] (or, when that one does not decode, the next image of the split) through the
+    training recipe with the generator of (seed, s·B + r), normalised."""
+    data = open_image_files(imagenet)
+    train = data.splits["train"]
+    broken = 5
+    truncated_jpeg(train.path(broken))  # image 5 is now unreadable: image 6 takes its place
+    s = stream(train, seed=3)
+    recipe, order = ImageRecipe(size=16, randaug_ops=2), EpochOrder(len(train), 8, 3)
+    met = 0
+    for step in range(3):
+        images, labels = s.get(step)
+        for r, i in enumerate(order(step).tolist()):
+            j = broken + 1 if i == broken else i
+            met += i == broken
+            pixels = recipe(train.image(j), np.random.default_rng([3, step * 8 + r]))
+            expected = (torch.from_numpy(pixels).float() / 255.0 - 0.5) / 0.25
+            assert torch.equal(images[r], expected), (step, r)
+            assert int(labels[r]) == int(train.labels[j])
+    assert met == 1  # 24 samples over 24 images: the broken one once
+    (name,) = s.unreadable
+    assert name.startswith(f"{train.path(broken)}: OSError: image file is truncated")
+
+
 def test_resume_at_step_5_equals_the_uninterrupted_sequence(imagenet: Path) -> None:
     train = open_image_files(imagenet).splits["train"]
     mixing = Mixing(mixup=0.8, cutmix=1.0, seed=1)
@@ -288,9 +312,9 @@ def test_resumed_run_with_workers_equals_the_uninterrupted_run(imagenet: Path, t
         "data.cutmix=1.0",
     ]
     whole = run_task(task, task.build_run("aot-mssa", sets=[*sets, "data.workers=0"]), tmp_path / "whole", "cpu")
-    split_run = task.build_run("aot-mssa", sets=[*sets, "data.workers=2"])
+    split_run = task.build_run("aot-mssa", sets=[*sets, "data.workers=1"])
     assert run_task(task, split_run, tmp_path / "split", "cpu", stop_at=3) == {}
-    resumed_run = task.build_run("aot-mssa", sets=[*sets, "data.workers=1"])  # the workers may change on resume
+    resumed_run = task.build_run("aot-mssa", sets=[*sets, "data.workers=2"])  # the workers may change on resume
     resumed = run_task(task, resumed_run, tmp_path / "split", "cpu", resume=True)
     assert resumed["test"] == whole["test"] and resumed["val"] == whole["val"]
     assert resumed["train"]["evals"] == whole["train"]["evals"]
@@ -301,7 +325,7 @@ def test_resumed_run_with_workers_equals_the_uninterrupted_run(imagenet: Path, t
         assert torch.equal(a[name], b[name]), name
     assert whole["data"]["sizes"] == {"train": 20, "test": 9, "val": 4}
     assert whole["data"]["unreadable_images"]["count"] == 0 and whole["train"]["workers"] == 0
-    assert resumed["train"]["workers"] == 1 and len(whole["test"]["confusion"]) == 3
+    assert resumed["train"]["workers"] == 2 and len(whole["test"]["confusion"]) == 3
 
 
 # -- tar shards ---------------------------------------------------------------------------------------------
@@ -370,14 +394,20 @@ def test_packing_is_deterministic_and_shuffles_across_shards(packed: tuple[Path,
     assert len(set(in_first.tolist())) > 1  # a shard holds several classes
 
 
-def test_an_interrupted_pack_resumes_to_the_same_bytes(packed: tuple[Path, Path], tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("killed_in", ["train", "test"])
+def test_an_interrupted_pack_resumes_to_the_same_bytes(
+    packed: tuple[Path, Path], tmp_path: Path, monkeypatch, killed_in: str
+) -> None:
     root, shards = packed
+    train_shards = len(json.loads((shards / "meta.json").read_text())["splits"]["train"]["shards"])
+    assert train_shards > 3
+    kill_at = 2 if killed_in == "train" else train_shards + 1  # the third shard, or the second of test/
     real = image_tars._write_shard
     written: list[str] = []
 
     def failing(path: Path, samples):
-        if len(written) == 2:
-            raise KeyboardInterrupt  # killed while writing the third shard
+        if len(written) == kill_at:
+            raise KeyboardInterrupt  # killed while writing a shard
         written.append(path.name)
         return real(path, samples)
 
@@ -388,13 +418,12 @@ def test_an_interrupted_pack_resumes_to_the_same_bytes(packed: tuple[Path, Path]
     assert (out / "progress.json").is_file() and not (out / "meta.json").exists()
     with pytest.raises(AotError, match="unfinished packing"):
         pack_images(root, out, shard_bytes=9_000)
-    monkeypatch.setattr(image_tars, "_write_shard", real)
     rewritten: list[str] = []
     monkeypatch.setattr(
         image_tars, "_write_shard", lambda path, samples: (rewritten.append(path.name), real(path, samples))[1]
     )
     pack_images(root, out, shard_bytes=8_000)
-    assert not set(written) & set(rewritten)  # the finished shards were kept
+    assert written[-1].startswith(f"{killed_in}-") and not set(written) & set(rewritten)  # finished shards kept
     names = sorted(p.name for p in shards.iterdir())
     assert names == sorted(p.name for p in out.iterdir())
     for name in names:
@@ -436,8 +465,11 @@ def test_unreadable_images_are_counted_skips_and_the_run_finishes(imagenet: Path
     (imagenet / "train" / "bird" / "zero.jpg").write_bytes(b"")
     bomb_png(imagenet / "train" / "cat" / "bomb.png")
     (imagenet / "train" / "cat" / "notes.txt").write_text("not an image")
+    truncated_jpeg(imagenet / "val" / "ant" / "cut_val.jpg")
     out = tmp_path / "run"
-    args = train_args(imagenet, out, "data.val_size=0", "eval.periodic_split=test", "data.randaug_ops=2")
+    # 27 training images, 7 x 8 = 56 samples: every one met at least twice, each bad one named once
+    sets = ("data.val_size=0", "eval.periodic_split=test", "data.randaug_ops=2", "train.steps=7", "train.eval_every=3")
+    args = train_args(imagenet, out, *sets)
     code, _, err = run_cli(args, capfd)
     assert code == 0, err
     assert "Traceback" not in err
@@ -445,7 +477,9 @@ def test_unreadable_images_are_counted_skips_and_the_run_finishes(imagenet: Path
     results = json.loads((out / "results.json").read_text())
     unreadable = results["data"]["unreadable_images"]
     bad = ("cut.jpg", "zero.jpg", "bomb.png")
-    assert unreadable["count"] == 3
+    assert unreadable["count"] == 4 and sum("cut_val.jpg" in entry for entry in unreadable["first"]) == 1
+    assert sum(map(sum, results["test"]["confusion"])) == 3 * VAL  # the evaluation leaves the broken image out
+    assert results["train"]["images"] == 56  # every row filled
     for name in bad:
         assert sum(name in entry for entry in unreadable["first"]) == 1, unreadable
         lines = [line for line in err.splitlines() if name in line]
@@ -455,7 +489,7 @@ def test_unreadable_images_are_counted_skips_and_the_run_finishes(imagenet: Path
     assert (out / "checkpoint" / "model.safetensors").is_file()
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     evals = [row for row in evals if row.get("eval")]
-    assert [row["step"] for row in evals] == [3, 6] and all("test_loss" in row for row in evals)
+    assert [row["step"] for row in evals] == [3, 6, 7] and all("test_loss" in row for row in evals)
     assert all(np.isfinite(row["test_loss"]) for row in evals) and not any("val_loss" in row for row in evals)
 
 
@@ -502,6 +536,27 @@ def test_truncated_shard_is_a_one_line_error(packed: tuple[Path, Path], tmp_path
     victim.unlink()
     code, _, err = run_cli(["data", "info", "--images", str(cut)], capsys)
     assert_one_line_error(code, err, str(victim), "missing")
+
+
+def test_a_cut_or_missing_index_is_a_one_line_error(packed: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    import shutil
+
+    _, shards = packed
+    cut = tmp_path / "cut"
+    shutil.copytree(shards, cut)
+    index = cut / "train-index.npy"
+    raw = index.read_bytes()
+    index.write_bytes(raw[:-50])
+    code, _, err = run_cli(["data", "info", "--images", str(cut)], capsys)
+    assert_one_line_error(code, err, str(index), "copy it again")
+    code, _, err = run_cli(train_args(cut, tmp_path / "run"), capsys)
+    assert_one_line_error(code, err, str(index))
+    index.unlink()
+    code, _, err = run_cli(["data", "info", "--images", str(cut)], capsys)
+    assert_one_line_error(code, err, str(index), "copy it again")
+    np.save(index, np.load(shards / "train-index.npy")[:-1])  # a whole file of another length
+    code, _, err = run_cli(["data", "info", "--images", str(cut)], capsys)
+    assert_one_line_error(code, err, str(index), f"lists {3 * TRAIN - 1} images, meta.json says {3 * TRAIN}")
 
 
 @pytest.mark.parametrize(

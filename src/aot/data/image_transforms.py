@@ -119,7 +119,7 @@ def _apply_op(image: Any, op: str, value: float) -> Any:
     if op == "Posterize":
         return ImageOps.posterize(image, int(value))
     if op == "Solarize":
-        return ImageOps.solarize(image, int(value))
+        return ImageOps.solarize(image, math.ceil(value))  # pixels < value stay, as torchvision's float threshold
     if op == "AutoContrast":
         return ImageOps.autocontrast(image)
     if op == "Equalize":
