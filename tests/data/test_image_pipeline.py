@@ -493,6 +493,20 @@ def test_unreadable_images_are_counted_skips_and_the_run_finishes(imagenet: Path
     assert all(np.isfinite(row["test_loss"]) for row in evals) and not any("val_loss" in row for row in evals)
 
 
+def test_a_split_of_only_unreadable_images_is_one_line_from_the_training_process(
+    imagenet: Path, tmp_path: Path, capfd
+) -> None:
+    """Workers find nothing to decode: the training process says so in one line (not a worker's traceback), and the
+    earlier run in another folder is untouched."""
+    for path in (imagenet / "train").rglob("*.*"):
+        path.write_bytes(b"\xff\xd8 not a jpeg")
+    stats = ("data.val_size=0", "data.mean=[0.5,0.5,0.5]", "data.std=[0.25,0.25,0.25]")  # no statistics to compute
+    code, _, err = run_cli(train_args(imagenet, tmp_path / "run", *stats), capfd)
+    lines = [line for line in err.splitlines() if line.startswith("aot: error")]
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert "cannot be decoded" in lines[0] and "check the data set" in lines[0]
+
+
 def test_bad_folders_are_one_line_errors(imagenet: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     (imagenet / "train" / "dog").mkdir()

@@ -238,7 +238,7 @@ def image_batches(
     val_size = section.get("val_size", 0.1)
     image_data = image_sets.open_images(section["dataset"], val_size if val_size < 1 else int(val_size))
     generator = torch.Generator().manual_seed(seed)
-    chosen = [torch.randint(len(image_data.splits[data]), (batch_size,), generator=generator) for _ in range(batches)]
+    chosen = [torch.randint(image_data.size(data), (batch_size,), generator=generator) for _ in range(batches)]
     if isinstance(image_data, image_sets.ImageData) and image_data.image_shape == (in_chans, image_size, image_size):
         pixels = image_data.splits[data][0]
         return [image_data.normalise(pixels[rows]) for rows in chosen]  # the in-memory set, as trained

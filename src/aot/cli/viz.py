@@ -70,7 +70,7 @@ def run_attention(args: argparse.Namespace) -> int:
     layer = args.layer % n_layer
     dataset, val_size = run.need("config.data.dataset"), run.need("config.data.val_size")
     data = open_images(args.data or dataset, val_size if val_size < 1 else int(val_size))
-    first = np.arange(min(args.images, len(data.splits["test"])))
+    first = np.arange(min(args.images, data.size("test")))
     crop_pct = run.results.get("config", {}).get("data", {}).get("crop_pct", 0.875)
     images, labels = eval_pixels(data, "test", first, model.cfg.image_size, model.cfg.in_chans, crop_pct)
     shape = (model.cfg.in_chans, model.cfg.image_size, model.cfg.image_size)

@@ -120,6 +120,10 @@ class ImageFiles:
     def num_classes(self) -> int:
         return len(self.classes)
 
+    def size(self, split: str) -> int:
+        """The number of images of ``split``."""
+        return len(self.splits[split])
+
     def info(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -54,7 +54,9 @@ class DecodedImages(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor, int, list[str]]:
+    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor | None, int, list[str]]:
+        """The image, its class and the unreadable files met; ``None`` pixels when :data:`MAX_SUBSTITUTES` images in a
+        row cannot be decoded (the training process raises the error: a worker's would arrive as a traceback)."""
         index, sample = key
         unreadable: list[str] = []
         n = len(self.split)
@@ -67,15 +69,20 @@ class DecodedImages(Dataset):
                 continue
             rng = np.random.default_rng([self.seed, sample]) if sample >= 0 else None
             return torch.from_numpy(self.recipe(image, rng)), int(self.split.labels[j]), unreadable
-        raise AotError(
-            f"{len(unreadable)} images in a row cannot be decoded, from {self.split.describe(index)} on "
-            f"({unreadable[0]}); check the data set"
-        )
+        return None, -1, unreadable
 
 
-def collate(items: Sequence[tuple[torch.Tensor, int, list[str]]]) -> Batch:
+def collate(items: Sequence[tuple[torch.Tensor | None, int, list[str]]]) -> Batch | str:
+    """Stack a batch; a message instead when an item found only unreadable images (raised by the training process)."""
+    for pixels, _, names in items:
+        if pixels is None:
+            return (
+                f"{len(names)} images in a row cannot be decoded ({names[0]}, ...); check the data set"
+                if names
+                else "an empty image split; check the data set"
+            )
     return (
-        torch.stack([pixels for pixels, _, _ in items]),
+        torch.stack([pixels for pixels, _, _ in items if pixels is not None]),
         torch.tensor([label for _, label, _ in items], dtype=torch.int64),
         [name for _, _, names in items for name in names],
     )
@@ -130,7 +137,7 @@ class ImageStream:
 
     def __post_init__(self) -> None:
         self.ranges: list[tuple[int, int]] = [(0, self.batch_size)]
-        self._iterator: Iterator[Batch] | None = None
+        self._iterator: Iterator[Batch | str] | None = None
         self._expected: tuple[int, int, int] | None = None
         self.dataset = DecodedImages(self.split, self.recipe, self.seed)
 
@@ -166,7 +173,11 @@ class ImageStream:
         if self._expected != (step, start, stop) or self._iterator is None:
             self._start(step, position)
         assert self._iterator is not None
-        pixels, labels, unreadable = next(self._iterator)
+        batch = next(self._iterator)
+        if isinstance(batch, str):
+            self.close()
+            raise AotError(batch)
+        pixels, labels, unreadable = batch
         following = position + 1
         next_step, next_position = (step, following) if following < len(self.ranges) else (step + 1, 0)
         self._expected = (next_step, *self.ranges[next_position])
@@ -177,10 +188,7 @@ class ImageStream:
         return images, labels
 
     def _note_unreadable(self, names: list[str]) -> None:
-        for name in names:
-            if name not in self.unreadable:
-                print(f"aot: skipped an unreadable image, the next one takes its place: {name}", file=sys.stderr)
-            self.unreadable[name] = self.unreadable.get(name, 0) + 1
+        note_unreadable(names, self.unreadable, "the next one takes its place")
 
     def epochs(self, steps: int) -> float:
         return steps * self.batch_size / len(self.split)
@@ -191,6 +199,14 @@ class ImageStream:
 
     def __del__(self) -> None:
         self._iterator = None
+
+
+def note_unreadable(names: list[str], seen: dict[str, int], what_happens: str) -> None:
+    """Count each unreadable file into ``seen``; say the first time one is met, in one line."""
+    for name in names:
+        if name not in seen:
+            print(f"aot: skipped an unreadable image, {what_happens}: {name}", file=sys.stderr)
+        seen[name] = seen.get(name, 0) + 1
 
 
 def eval_batches(
@@ -215,8 +231,7 @@ def eval_batches(
     )
     for pixels, labels, names in loader:
         if unreadable is not None:
-            for name in names:
-                unreadable[name] = unreadable.get(name, 0) + 1
+            note_unreadable(names, unreadable, "left out of the evaluation")
         if len(labels):
             yield (pixels if normalise is None else normalise(pixels)), labels
 

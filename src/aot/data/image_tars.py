@@ -43,6 +43,7 @@ from aot.run_folder import atomic_target, write_text_atomic
 FORMAT = "aot-image-shards"
 VERSION = 1
 INDEX_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("size", "<i8"), ("label", "<i4")])
+OPEN_SHARDS = 64  # descriptors a reading process keeps open (ImageNet-1K's train split has ~140 shards)
 DEFAULT_SHARD_BYTES = 1 << 30  # about 1 GiB: ImageNet-1K's train split in ~140 shards
 
 
@@ -68,9 +69,12 @@ class TarSplit:
         return f"{self.shards[int(row['shard'])]} at byte {int(row['offset'])}"
 
     def _handle(self, shard: int) -> int:
-        if self._pid != os.getpid():  # a forked worker: the parent's descriptors share its file offsets; open anew
+        """An open descriptor of ``shard``; at most :data:`OPEN_SHARDS` stay open per process (the oldest closes)."""
+        if self._pid != os.getpid():  # a forked worker: open its own descriptors (the parent's stay the parent's)
             self._handles, self._pid = {}, os.getpid()
         if shard not in self._handles:
+            if len(self._handles) >= OPEN_SHARDS:
+                os.close(self._handles.pop(next(iter(self._handles))))
             self._handles[shard] = os.open(self.shards[shard], os.O_RDONLY)
         return self._handles[shard]
 
@@ -95,6 +99,20 @@ class TarSplit:
         self.__post_init__()
 
 
+def _well_formed(meta: dict[str, Any]) -> bool:
+    """meta.json has the structure :func:`pack_images` writes (names, sizes, class names where they belong)."""
+    splits, classes = meta.get("splits"), meta.get("classes")
+    if not isinstance(splits, dict) or "train" not in splits or not isinstance(classes, list):
+        return False
+    return all(
+        isinstance(entry, dict)
+        and isinstance(entry.get("shards"), list)
+        and all(isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("bytes"), int)
+                for s in entry["shards"])
+        for entry in splits.values()
+    )  # fmt: skip
+
+
 def open_image_shards(root: Path) -> ImageFiles:
     """The set packed into ``root`` by :func:`pack_images`, its shards checked against meta.json (sizes only: a
     shard cut short is named in one line)."""
@@ -106,6 +124,8 @@ def open_image_shards(root: Path) -> ImageFiles:
         raise AotError(f"{root / 'meta.json'} is not an image-shard folder's; write one with `aot data pack-images`")
     if meta.get("version", 0) > VERSION:
         raise AotError(f"{root} was packed by a newer aot (version {meta['version']}); upgrade aot")
+    if not _well_formed(meta):
+        raise AotError(f"{root / 'meta.json'} is damaged (no splits, shards or classes); pack the images again")
     splits: dict[str, ImageSplit] = {}
     for split, entry in meta["splits"].items():
         shards = [root / s["name"] for s in entry["shards"]]
@@ -197,6 +217,8 @@ def _resume_state(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
                 f"{str(out)!r} holds an unfinished packing of another source or other options; rerun that command, "
                 "or give another --out"
             )
+        for scratch in out.glob(".*.tmp"):  # a shard being written when the packing was killed
+            scratch.unlink()
         return saved
     others = sorted(p.name for p in out.iterdir())
     if others:
@@ -219,7 +241,8 @@ class _SplitPacker:
 
     def run(self, seed: int, start: float) -> np.ndarray:
         """Pack what is left; return the split's index (INDEX_DTYPE)."""
-        order = np.random.default_rng([seed, len(self.split)]).permutation(len(self.images))
+        split_number = int.from_bytes(self.split.encode()[:8], "little")  # each split its own shuffle
+        order = np.random.default_rng([seed, split_number]).permutation(len(self.images))
         rows = self._finished_rows()
         position, batch, batch_bytes = self.state["next"], [], 0
         while position < len(self.images):

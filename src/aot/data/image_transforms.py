@@ -182,10 +182,8 @@ class ImageRecipe:
     def __call__(self, image: Any, rng: Rng | None) -> np.ndarray:
         if image.mode != self.mode:
             image = image.convert(self.mode)
-        if rng is None or self.augment == "pad-crop":
-            crop_pct = 1.0 if rng is not None else self.crop_pct
-            if image.size != (self.size, self.size):
-                image = resize_center_crop(image, self.size, crop_pct)
+        if rng is None or self.augment == "pad-crop":  # evaluation, or CIFAR's crop at the model's size
+            image = resize_center_crop(image, self.size, 1.0 if rng is not None else self.crop_pct)
             pixels = _chw(image)
             return pixels if rng is None else pad_crop_flip(pixels, rng, self.padding, self.flip)
         image = random_resized_crop(image, self.size, rng, self.scale)

@@ -121,6 +121,10 @@ class ImageData:
         std = torch.tensor(self.std).view(1, -1, 1, 1)
         return (images.float() / 255.0 - mean) / std
 
+    def size(self, split: str) -> int:
+        """The number of images of ``split``."""
+        return len(self.splits[split][1])
+
     def info(self) -> dict[str, Any]:
         c, h, w = self.image_shape
         return {

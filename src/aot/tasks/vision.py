@@ -359,7 +359,7 @@ class VisionTask(Task[VisionData]):
         periodic = run.eval.periodic_split
 
         def periodic_eval(net: nn.Module) -> dict[str, float]:
-            if not len(data.splits[periodic]):
+            if not data.size(periodic):
                 return {}
             s = evaluate_split(
                 net, data, periodic, run.data, recipe, run.eval.batch_size, run.eval.periodic_images, device
