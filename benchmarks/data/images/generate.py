@@ -44,6 +44,7 @@ QUALITY = 90
 GRAY = 0.02
 SMALL = 0.05
 MARKER = "generate.json"
+TURNS = (Image.Transpose.FLIP_LEFT_RIGHT, Image.Transpose.FLIP_TOP_BOTTOM, Image.Transpose.ROTATE_180)
 
 _canvases: list[Image.Image] = []  # set before the pool forks, shared by its workers
 
@@ -98,7 +99,7 @@ def render_image(seed: int, number: int) -> Image.Image:
     image = canvas.crop((left, top, left + width, top + height))
     turn = int(rng.integers(4))
     if turn:
-        image = image.transpose((Image.FLIP_LEFT_RIGHT, Image.FLIP_TOP_BOTTOM, Image.ROTATE_180)[turn - 1])
+        image = image.transpose(TURNS[turn - 1])
     gain, offset = rng.uniform(0.7, 1.2, 3), rng.uniform(-30, 30, 3)
     levels = np.arange(256, dtype=np.float32)
     tables = np.concatenate([np.clip(levels * g + o, 0, 255) for g, o in zip(gain, offset)])

@@ -16,14 +16,17 @@ shards ``aot data pack-images`` wrote from it into ``--shards``, default ``FOLDE
   come out normalised float32, as the model gets them. N = 0 decodes in the calling process;
 - ``pil``: the limit, one process: ``Image.open(path).convert("RGB").resize((224, 224), Image.BILINEAR)`` over the
   very images ``get(1..STEPS)`` decodes (for ``tar``, ``Image.open`` of the bytes one ``pread`` returns), after the
-  images of step 0 as a warm-up.
+  images of step 0 as a warm-up;
+- ``pil-xN`` (for each N > 1 of ``--workers``): N such loops at once, each in its own process over the same images
+  (images/s summed): the limit of N decoding processes on this machine, which ``stream-wN`` can be held against.
 
 Each measurement is a fresh subprocess (``run.py --measure``), repeated ``--repeats`` times (round-robin over the
-rows), and the medians are reported. A thread samples every 50 ms the process tree (the subprocess and its DataLoader
-workers): the peak of the summed RSS (``VmRSS``: a page shared by the main process and its forked workers counts once
-per process, an upper bound) and of the summed PSS (``smaps_rollup``: shared pages split among their sharers, the
-tree's real footprint). Before the timed part the subprocess reads the measured images' bytes once, so they come from
-the page cache: the rates are CPU rates (decode and resize), not disk rates.
+rows), and the medians are reported. A thread samples the process tree (the subprocess and its DataLoader workers):
+the peak of the summed RSS every 50 ms (``VmRSS``: a page shared by the main process and its forked workers counts
+once per process, an upper bound) and of the summed PSS every 0.5 s (``smaps_rollup``: shared pages split among their
+sharers, the tree's real footprint; reading it is too costly to do more often, see :class:`TreeSampler`). Before the
+timed part the subprocess reads the measured images' bytes once, so they come from the page cache: the rates are CPU
+rates (decode and resize), not disk rates.
 
 Resumable: each run is saved to results.json as it ends; a row already holding ``--repeats`` runs with the same
 settings (folder, steps, batch size, shard size) is skipped, unless ``--force``.
@@ -35,6 +38,7 @@ import argparse
 import importlib.util
 import io
 import json
+import multiprocessing
 import os
 import resource
 import shutil
@@ -42,6 +46,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -56,10 +62,14 @@ TABLE_START, TABLE_END = "<!-- images:table -->", "<!-- /images:table -->"
 IMAGE_SIZE = 224
 BATCH_SIZE = 256
 STEPS = 12  # timed batches: a multiple of every worker count measured (see measure_stream)
-WORKERS = (0, 1, 2)
+WORKERS = (1, 2)
 REPEATS = 3
 SHARD_MB = 1024.0  # aot data pack-images' default
 SAMPLE_S = 0.05
+PSS_EVERY = 10  # samples: PSS every 0.5 s (see TreeSampler)
+QUIET_CORES = 0.3  # a run during which other processes kept more cores busy than this is done again
+ATTEMPTS = 3
+QUIET_WAIT_S = 90.0
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 MB = 1e6
 
@@ -84,7 +94,8 @@ class RawBytes:
     the image's offset in its tar shard."""
 
     def __init__(self, split: Any) -> None:
-        self.split, self.handles = split, {}
+        self.split = split
+        self.handles: dict[int, int] = {}  # shard number -> file descriptor
 
     def __call__(self, i: int) -> bytes:
         if hasattr(self.split, "path"):
@@ -107,6 +118,20 @@ def trainer_stream(data_path: str, workers: int, batch_size: int, seed: int) -> 
     data = open_images(cfg.dataset, cfg.val_size)
     recipe = recipe_of(data, cfg, IMAGE_SIZE, 3)
     return batch_source(data, cfg, batch_size, seed, recipe)
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds the live descendants of this process (the DataLoader workers) have used so far."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def read_once(split: Any, indices: list[int]) -> float:
@@ -132,14 +157,16 @@ def measure_stream(data_path: str, workers: int, steps: int, batch_size: int, se
     mark = time.perf_counter()
     stream.get(0)
     first_s = time.perf_counter() - mark
-    mark, cpu = time.perf_counter(), time.process_time()
+    mark, cpu, workers_cpu = time.perf_counter(), time.process_time(), children_cpu_s()
     for step in range(1, steps + 1):
         images, labels = stream.get(step)
     seconds, main_cpu_s = time.perf_counter() - mark, time.process_time() - cpu
+    workers_cpu_s = children_cpu_s() - workers_cpu
     if tuple(images.shape) != (batch_size, 3, IMAGE_SIZE, IMAGE_SIZE) or len(labels) != batch_size:
         raise SystemExit(f"unexpected batch {tuple(images.shape)} of {len(labels)} labels")
     stream.close()
     timed = steps * batch_size
+    decode_cpu_s = workers_cpu_s if workers else main_cpu_s
     return {
         "train_images": len(stream.split),
         "timed_images": timed,
@@ -147,10 +174,31 @@ def measure_stream(data_path: str, workers: int, steps: int, batch_size: int, se
         "seconds": round(seconds, 3),
         "images_s": round(timed / seconds, 1),
         "main_cpu_s": round(main_cpu_s, 2),  # the training process's own CPU time in the window (collate, normalise)
+        "workers_cpu_s": round(workers_cpu_s, 2),  # the workers' CPU time in the window
+        "images_per_cpu_s": round(timed / decode_cpu_s, 1),  # per CPU second of the decoding processes
         "first_batch_s": round(first_s, 2),
         "setup_s": round(setup_s, 2),
         "read_s": round(read_s, 2),
         "unreadable": sum(stream.unreadable.values()),
+    }
+
+
+def measure_pil_copies(data_path: str, steps: int, batch_size: int, seed: int, copies: int) -> dict[str, Any]:
+    """:func:`measure_pil` in ``copies`` forked processes at once (their timed windows overlap: the same work, started
+    together): images/s summed, the mean images per CPU second, each copy's numbers under ``copies_runs``."""
+    if copies == 1:
+        return measure_pil(data_path, steps, batch_size, seed)
+    with multiprocessing.get_context("fork").Pool(copies) as pool:
+        runs = pool.starmap(measure_pil, [(data_path, steps, batch_size, seed)] * copies)
+    return {
+        **runs[0],
+        "copies": copies,
+        "timed_images": sum(r["timed_images"] for r in runs),
+        "decoded_images": sum(r["decoded_images"] for r in runs),
+        "seconds": max(r["seconds"] for r in runs),
+        "images_s": round(sum(r["images_s"] for r in runs), 1),
+        "images_per_cpu_s": round(statistics.mean(r["images_per_cpu_s"] for r in runs), 1),
+        "copies_runs": runs,
     }
 
 
@@ -176,15 +224,16 @@ def measure_pil(data_path: str, steps: int, batch_size: int, seed: int) -> dict[
             Image.open(source(i)).convert("RGB").resize((IMAGE_SIZE, IMAGE_SIZE), Image.BILINEAR)
 
     decode(warm_up)
-    mark = time.perf_counter()
+    mark, cpu = time.perf_counter(), time.process_time()
     decode(timed)
-    seconds = time.perf_counter() - mark
+    seconds, cpu_s = time.perf_counter() - mark, time.process_time() - cpu
     return {
         "train_images": len(split),
         "timed_images": len(timed),
         "decoded_images": len(timed) + len(warm_up),
         "seconds": round(seconds, 3),
         "images_s": round(len(timed) / seconds, 1),
+        "images_per_cpu_s": round(len(timed) / cpu_s, 1),
         "setup_s": round(setup_s, 2),
         "read_s": round(read_s, 2),
     }
@@ -193,20 +242,44 @@ def measure_pil(data_path: str, steps: int, batch_size: int, seed: int) -> dict[
 # -- the parent: subprocesses, sampled ----------------------------------------------------------------------------
 
 
+class TreeSampler(text_bench.TreeSampler):
+    """The text benchmark's sampler of a process tree's summed RSS and PSS, reading PSS at every ``pss_every``-th
+    sample only. ``VmRSS`` is a counter (about 1.5 ms of CPU for three processes); ``smaps_rollup`` walks each
+    process's page tables under its memory-map lock (about 23 ms of CPU for a 1 GB training process and its two
+    workers), so reading it every 50 ms took a quarter of a core and slowed the workers it measured."""
+
+    def __init__(self, pid: int, interval: float, pss_every: int) -> None:
+        super().__init__(pid, interval)
+        self.pss_every = pss_every
+
+    def sample(self) -> None:
+        try:
+            pids = [self.root.pid, *(p.pid for p in self.root.children(recursive=True))]
+        except text_bench.psutil.Error:
+            return
+        status = [text_bench._status_kb(pid) for pid in pids]
+        self.peak_rss_kb = max(self.peak_rss_kb, sum(rss for rss, _ in status))
+        self.max_hwm_kb = max(self.max_hwm_kb, *(hwm for _, hwm in status))
+        if self.samples % self.pss_every == 0:
+            self.peak_pss_kb = max(self.peak_pss_kb, sum(text_bench._pss_kb(pid) for pid in pids))
+        self.max_processes = max(self.max_processes, len(pids))
+        self.samples += 1
+
+
 def child_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run_sampled(command: list[str]) -> dict[str, Any]:
-    """Run ``command`` as a subprocess, timing it and sampling its process tree's RSS and PSS every 50 ms (the text
-    benchmark's sampler); its CPU time and the cores other processes kept busy meanwhile. The last line of its
-    stdout, when JSON, is merged into the result."""
+    """Run ``command`` as a subprocess, timing it and sampling its process tree's RSS every 50 ms and PSS every
+    0.5 s; its CPU time and the cores other processes kept busy meanwhile. The last line of its stdout, when JSON, is
+    merged into the result."""
     load_before = [round(x, 2) for x in os.getloadavg()]
     contention = text_bench.Contention()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
-    sampler = text_bench.TreeSampler(proc.pid, interval=SAMPLE_S)
+    sampler = TreeSampler(proc.pid, SAMPLE_S, PSS_EVERY)
     sampler.start()
     stdout, stderr = proc.communicate()
     wall = time.perf_counter() - start
@@ -232,6 +305,33 @@ def run_sampled(command: list[str]) -> dict[str, Any]:
     }
 
 
+def wait_for_quiet(limit_s: float) -> dict[str, float]:
+    """Wait (probing 2 s at a time, at most ``limit_s``) until other processes keep fewer than ``QUIET_CORES``
+    cores busy; returns the seconds waited and the last probe."""
+    start = time.perf_counter()
+    while True:
+        probe = text_bench.Contention()
+        time.sleep(2.0)
+        busy = probe.cores()
+        waited = time.perf_counter() - start
+        if busy < QUIET_CORES or waited >= limit_s:
+            return {"waited_s": round(waited, 1), "other_cores_before": busy}
+
+
+def quiet_run(run: Callable[[], dict[str, Any]], quiet_wait_s: float) -> dict[str, Any]:
+    """``run()`` once the machine is quiet, again (up to ``ATTEMPTS`` in all) while other processes kept more than
+    ``QUIET_CORES`` cores busy during it; the least disturbed attempt, with every attempt's ``other_cores``."""
+    attempts: list[dict[str, Any]] = []
+    while len(attempts) < ATTEMPTS:
+        gate = wait_for_quiet(quiet_wait_s)
+        attempts.append({**run(), **gate})
+        if attempts[-1]["other_cores"] < QUIET_CORES:
+            break
+        print(f"  others kept {attempts[-1]['other_cores']:.2f} cores busy meanwhile: again", flush=True)
+    best = min(attempts, key=lambda a: a["other_cores"])
+    return {**best, "attempts_other_cores": [a["other_cores"] for a in attempts]}
+
+
 def aot_executable() -> str:
     beside = Path(sys.executable).with_name("aot")
     return str(beside) if beside.is_file() else (shutil.which("aot") or "aot")
@@ -244,9 +344,10 @@ def folder_bytes(root: Path) -> int:
 class Bench:
     """The rows of one folder and its shards, each measured until it holds ``repeats`` runs of its settings."""
 
-    def __init__(self, folder: Path, shards: Path, steps: int, repeats: int, workers: list[int], force: bool):
-        self.folder, self.shards, self.steps, self.repeats = folder.resolve(), shards.resolve(), steps, repeats
-        self.workers, self.force, self.name = workers, force, folder.resolve().name
+    def __init__(self, folder: Path, shards: Path, args: argparse.Namespace) -> None:
+        self.folder, self.shards, self.name = folder.resolve(), shards.resolve(), folder.resolve().name
+        self.steps, self.repeats, self.workers, self.force = args.steps, args.repeats, args.workers, args.force
+        self.quiet_wait_s = args.quiet_wait
         self.source_bytes = folder_bytes(self.folder)
 
     def settings(self, method: str, source: str) -> dict[str, Any]:
@@ -257,7 +358,7 @@ class Bench:
 
     def rows(self) -> list[tuple[str, str]]:
         """(source, method) of every row, the packing first (the tar rows read its shards)."""
-        methods = ["pil", *(f"stream-w{n}" for n in self.workers)]
+        methods = ["pil", *(f"pil-x{n}" for n in self.workers if n > 1), *(f"stream-w{n}" for n in self.workers)]
         return [("folder", "pack"), *((source, m) for source in ("folder", "tar") for m in methods)]
 
     def command(self, source: str, method: str, out: Path | None = None) -> list[str]:
@@ -266,7 +367,8 @@ class Bench:
         data = self.folder if source == "folder" else self.shards
         command = [sys.executable, str(Path(__file__).resolve()), "--measure", method.split("-")[0], "--data"]
         command += [str(data), "--steps", str(self.steps), "--batch-size", str(BATCH_SIZE)]
-        return command + (["--workers", method[len("stream-w") :]] if method.startswith("stream") else [])
+        count = method.partition("-")[2][1:]  # stream-wN, pil-xN: N
+        return command + (["--workers" if method.startswith("stream") else "--copies", count] if count else [])
 
     def measure(self, source: str, method: str) -> dict[str, Any]:
         """One run of a row; for ``pack``, into a scratch folder that becomes ``shards`` unless they exist."""
@@ -303,15 +405,17 @@ class Bench:
                 if len(row["runs"]) > repeat:
                     continue
                 print(f"{key} run {repeat + 1}/{self.repeats} ...", flush=True)
-                row["runs"].append(self.measure(source, method))
+                row["runs"].append(quiet_run(partial(self.measure, source, method), self.quiet_wait_s))
                 row["median"] = medians(row["runs"])
                 record(key, row)
         if not (self.shards / "meta.json").is_file():  # packing recorded earlier, shards deleted since
             subprocess.run(self.command("folder", "pack", self.shards), check=True, env=child_env())
 
 
-MEDIAN_FIELDS = ("images_s", "seconds", "wall_s", "peak_rss_mb", "peak_pss_mb", "max_process_hwm_mb", "cpu_s")
-MEDIAN_FIELDS += ("main_cpu_s", "mb_s", "other_cores")
+MEDIAN_FIELDS = (
+    *("images_s", "seconds", "wall_s", "peak_rss_mb", "peak_pss_mb", "max_process_hwm_mb", "cpu_s"),
+    *("main_cpu_s", "workers_cpu_s", "images_per_cpu_s", "mb_s", "other_cores"),
+)
 
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -382,6 +486,16 @@ def set_order(results: dict[str, Any]) -> list[str]:
     return sorted(names, key=lambda n: results.get("sets", {}).get(n, {}).get("images", 0))
 
 
+def decoders(method: str) -> int:
+    """The decoding processes of a row's method: N for ``stream-wN`` (w0: the calling process, 1) and ``pil-xN``, 1
+    for ``pil``."""
+    return max(int(method.partition("-")[2][1:] or 1), 1)
+
+
+def ratio(a: float, b: float | None) -> str:
+    return f"{a / b:.2f}" if b else "–"
+
+
 def render() -> str:
     results = load()
     rows, sets = results["rows"], results.get("sets", {})
@@ -391,34 +505,37 @@ def render() -> str:
         "",
         f"{m['cpu']}, {m['usable_cores']} cores, {m['ram_gb']} GiB RAM; aot {v['aot']} ({v.get('aot_commit', '?')}), "
         f"torch {v['torch']}, Pillow {v['pillow']} (libjpeg-turbo {v['libjpeg_turbo']}), numpy {v['numpy']}. "
-        f"Medians of {REPEATS} runs, each a fresh process. images/s: the timed images over the timed seconds "
-        "(batches 1.. after the warm-up batch 0, read from the page cache); peak RSS / PSS: the largest sum over the "
-        "process tree (main + DataLoader workers) sampled every 50 ms, over the whole run.",
+        "Medians over runs, each a fresh process. images/s: the timed images over the timed seconds (batches 1.. "
+        "after the warm-up batch 0, read from the page cache); per CPU s: the timed images over the CPU seconds the "
+        "decoding processes (the workers; the process itself for w0 and the PIL loop) used in that window; peak RSS / "
+        "PSS: the largest sum over the process tree (main + DataLoader workers) sampled every 50 ms (PSS: every "
+        "0.5 s, so it can miss a short peak), over the whole run; others: the cores other processes kept busy "
+        "meanwhile.",
         "",
-        "| set | source | method | images/s | per worker | ÷ PIL loop | timed images | timed s | wall s "
-        "| peak RSS MB (tree) | peak PSS MB | processes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| set | source | method | runs | images/s | per worker | ÷ PIL loop | per CPU s | ÷ PIL loop | timed images "
+        "| timed s | wall s | peak RSS MB (tree) | peak PSS MB | processes | others |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in set_order(results):
         for source in ("folder", "tar"):
-            pil = rows.get(f"{name}/{source}/pil", {}).get("median", {}).get("images_s")
+            pil = rows.get(f"{name}/{source}/pil", {}).get("median", {})
             for key, row in sorted(rows.items()):
                 if not key.startswith(f"{name}/{source}/") or key.endswith("/pack"):
                     continue
                 med, last, method = row["median"], row["runs"][-1], key.rsplit("/", 1)[1]
-                workers = int(method[len("stream-w") :]) if method.startswith("stream") else 0
-                per = med["images_s"] / max(workers, 1)
+                per, cpu = med["images_s"] / decoders(method), med["images_per_cpu_s"]
                 lines.append(
-                    f"| {name} | {source} | {method} | {med['images_s']:.0f} | {per:.0f} "
-                    f"| {per / pil if pil else float('nan'):.2f} | {last['timed_images']:,} | {med['seconds']:.1f} "
-                    f"| {med['wall_s']:.1f} | {med['peak_rss_mb']:.0f} | {med['peak_pss_mb']:.0f} "
-                    f"| {last['processes']} |"
+                    f"| {name} | {source} | {method} | {len(row['runs'])} | {med['images_s']:.0f} | {per:.0f} "
+                    f"| {ratio(per, pil.get('images_s'))} | {cpu:.0f} | {ratio(cpu, pil.get('images_per_cpu_s'))} "
+                    f"| {last['timed_images']:,} | {med['seconds']:.1f} | {med['wall_s']:.1f} "
+                    f"| {med['peak_rss_mb']:.0f} | {med['peak_pss_mb']:.0f} | {last['processes']} "
+                    f"| {med['other_cores']:.2f} |"
                 )
     lines += [
         "",
-        "Per worker: images/s ÷ workers (w0: the training process decodes, counted as one). ÷ PIL loop: per worker ÷ "
-        "the same set and source's one-process PIL loop (open, convert RGB, resize to 224², no crop, no flip, no "
-        "normalising, no batching).",
+        "Per worker: images/s ÷ decoding processes (workers; PIL loops at once for pil-xN). ÷ PIL loop: per worker "
+        "÷ the same set and source's one-process PIL loop (open, convert RGB, resize to 224², no crop, no flip, no "
+        "normalising, no batching), by wall time and by CPU time.",
         "",
         "Packing into tar shards (`aot data pack-images`, 1 GB shards, wall time from start to exit):",
         "",
@@ -474,22 +591,29 @@ def checks(results: dict[str, Any]) -> list[str]:
             )
     for name in names:
         for source in ("folder", "tar"):
-            pil = med(f"{name}/{source}/pil", "images_s")
+            pil, pil_cpu = med(f"{name}/{source}/pil", "images_s"), med(f"{name}/{source}/pil", "images_per_cpu_s")
             parts = []
             for m in methods:
                 rate = med(f"{name}/{m}", "images_s") if m.startswith(source + "/") else None
-                if pil and rate:
-                    workers = max(int(m.rsplit("-w", 1)[1]), 1)
-                    parts.append(f"{m.split('/')[1]} {rate / workers / pil:.2f}×")
+                if pil and pil_cpu and rate:
+                    cpu = med(f"{name}/{m}", "images_per_cpu_s") or 0.0
+                    by_wall, by_cpu = rate / decoders(m) / pil, cpu / pil_cpu
+                    parts.append(f"{m.split('/')[1]} {by_wall:.2f}× by wall time, {by_cpu:.2f}× by CPU")
             if parts:
-                out.append(f"{name} {source}: images/s per worker ÷ PIL loop ({pil:.0f}/s): {', '.join(parts)}")
+                out.append(
+                    f"{name} {source}: per worker ÷ PIL loop ({pil:.0f}/s, {pil_cpu:.0f} per CPU s): {', '.join(parts)}"
+                )
             one, two = med(f"{name}/{source}/stream-w1", "images_s"), med(f"{name}/{source}/stream-w2", "images_s")
+            limit = med(f"{name}/{source}/pil-x2", "images_s")
             if one and two:
-                cpu = med(f"{name}/{source}/stream-w2", "main_cpu_s")
-                seconds = med(f"{name}/{source}/stream-w2", "seconds")
+                w2 = rows[f"{name}/{source}/stream-w2"]["median"]
+                busy = w2["main_cpu_s"] / w2["seconds"]
+                beside = ""
+                if limit and pil:
+                    beside = f"; 2 PIL loops at once: {limit / pil:.2f}× one, w2 ÷ them {two / limit:.2f}×"
                 out.append(
                     f"{name} {source}: 2 workers ÷ 1 worker {two / one:.2f}× (the training process itself was busy "
-                    f"{cpu / seconds:.0%} of the w2 window: collating and normalising)"
+                    f"{busy:.0%} of the w2 window: collating and normalising{beside})"
                 )
         parts = []
         for m in ("pil", *(m.split("/")[1] for m in methods if m.startswith("folder/"))):
@@ -521,16 +645,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per row, the median reported")
     parser.add_argument("--workers", type=int, nargs="+", default=list(WORKERS), help="ImageStream workers to try")
     parser.add_argument("--force", action="store_true", help="measure recorded rows again")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=QUIET_WAIT_S,
+        help=f"seconds to wait, before each run, for other processes to use under {QUIET_CORES} cores",
+    )
     parser.add_argument("--render", action="store_true", help="write results.md and README.md's table, measure nothing")
     parser.add_argument("--measure", choices=("stream", "pil"), help=argparse.SUPPRESS)  # one run, in a subprocess
     parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--copies", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure == "stream":
         print(json.dumps(measure_stream(args.data, args.workers[0], args.steps, args.batch_size, args.seed)))
     elif args.measure == "pil":
-        print(json.dumps(measure_pil(args.data, args.steps, args.batch_size, args.seed)))
+        print(json.dumps(measure_pil_copies(args.data, args.steps, args.batch_size, args.seed, args.copies)))
     elif args.render:
         write_render()
     elif args.folder is None:
@@ -540,7 +671,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--steps {args.steps} must be a multiple of every --workers count (see measure_stream)")
         record_set(args.folder)
         shards = args.shards or args.folder.with_name(args.folder.name + "-shards")
-        Bench(args.folder, shards, args.steps, args.repeats, args.workers, args.force).run()
+        Bench(args.folder, shards, args).run()
         write_render()
 
 
