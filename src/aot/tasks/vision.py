@@ -328,7 +328,7 @@ class VisionTask(Task[VisionData]):
         ),
     )
 
-    def check(self, run: VisionRun) -> None:
+    def check(self, run: VisionRun, device: torch.device | None = None) -> None:
         """An image set must be named, and the training step must fit in memory (the source run's model, when
         fine-tuning, is checked as it is loaded)."""
         if not run.data.dataset:
@@ -338,7 +338,7 @@ class VisionTask(Task[VisionData]):
             )
         if not run.finetune.init_from:
             cfg = run.model_config()
-            self.check_memory(run, cfg, image_tokens(cfg))
+            self.check_memory(run, cfg, image_tokens(cfg), device=device)
 
     def load_data(self, run: VisionRun, is_main: bool) -> VisionData:
         return open_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
