@@ -158,6 +158,29 @@ RESUMABLE_CHANGES = (
 
 
 UNIT_ABBREVIATIONS = {"tokens": "tok", "images": "img"}  # the progress line's rate: tok_s, img_s
+#: steps after a (re)start that the rate and MFU leave out: torch.compile's compilation, cuDNN / cuBLAS autotuning and
+#: the allocator's first rounds land there (nanoGPT skips 5, nanochat 10); their time still counts in train_seconds
+WARMUP_STEPS = 5
+
+
+class StepClock:
+    """Training time measured in laps between the points where the host waits for the device anyway (logging,
+    evaluation, checkpoints, the end of the warm-up): wall time after a synchronisation, so the work a GPU had queued
+    is counted in the lap it belongs to (timing each step on the host would only time the kernel launches)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        seconds, self.start = now - self.start, now
+        return seconds
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (CUDA); nothing elsewhere."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class BatchSource(Protocol):
@@ -391,14 +414,12 @@ class Trainer:
         interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
         interval_wait = self.prefetcher.wait_seconds
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+        warm_until = self.step + WARMUP_STEPS  # compilation and the first steps' allocations: not in the rate
+        clock = StepClock()
         self._last_save = time.monotonic()
         self._first_bad = torch.zeros((), dtype=torch.long, device=self.device)
         while self.step < end:
-            start = time.perf_counter()
             loss, finite = self.train_step()
-            elapsed = time.perf_counter() - start
-            self.train_seconds += elapsed
-            interval_seconds += elapsed
             step_tokens = cfg.batch_size * self.tokens_per_sample
             self.tokens_seen += step_tokens
             interval_tokens += step_tokens
@@ -408,6 +429,13 @@ class Trainer:
             due = self._due_now(end)
             # the host reads the device only here: on logging, evaluation and checkpoint steps (and the last)
             save_due = self._sync_health() if any(due.values()) else False
+            if any(due.values()) or self.step == warm_until:
+                synchronize(self.device)  # the queued work is done: the lap counts it
+                stretch = clock.lap()
+                self.train_seconds += stretch
+                interval_seconds += stretch
+                if self.step == warm_until and not due["log"] and self.step < end:
+                    interval_tokens, interval_seconds = 0, 0.0  # the log row after this measures steady steps only
             if due["log"]:
                 summed = all_reduce_mean(loss_sum / max(loss_count, 1))
                 mean_loss = float(summed) if loss_count else float("nan")
@@ -429,6 +457,8 @@ class Trainer:
                     row[f"{self.unit}_per_s"] = rate
                 if self.skipped_steps:
                     row["skipped_steps"] = self.skipped_steps
+                if self.step <= warm_until:  # this interval held the first steps (compilation): a slow rate
+                    row["warmup"] = True
                 metrics.write(row)
                 result.mfu = utilisation
                 waited = row["data_wait_s"] / max(row["wall"], 1e-9)
@@ -452,6 +482,8 @@ class Trainer:
                 self.save(pending_loss=(float(loss_sum), loss_count))
             if kept:
                 on_main(functools.partial(keep_checkpoint, self.out_dir, self.step))
+            if any(due.values()):
+                clock.lap()  # logging, evaluation and checkpoints are not training time
         bar.close()
         metrics.close()
         self.prefetcher.close()
