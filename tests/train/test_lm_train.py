@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 
@@ -143,6 +144,30 @@ def test_the_rate_leaves_out_the_first_steps_and_train_seconds_keeps_them(tmp_pa
     config = TrainConfig(steps=4, batch_size=4, lr=3e-3, log_every=2, progress=False, precision="fp32")
     Trainer(tiny_model(), LMBatches(fixture_tokens(), 4, 16, seed=1), lm_loss, config, tmp_path / "b").fit()
     assert [r.get("warmup") for r in read_metrics(tmp_path / "b") if not r.get("eval")] == [True, True]
+
+
+def test_deterministic_mode_holds_during_the_run_and_is_restored_after(tmp_path, monkeypatch):
+    """train.deterministic=true: the steps run with torch's deterministic algorithms on (and cuBLAS's fixed
+    workspace set, which a GPU reads at its first matmul); the process's settings are back afterwards; the losses
+    are those of the default mode (a CPU is deterministic already)."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    seen = []
+
+    def loss_fn(model, batch):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return lm_loss(model, batch)
+
+    def run(out, **cfg):
+        config = TrainConfig(steps=3, batch_size=4, lr=3e-3, log_every=1, progress=False, precision="fp32", **cfg)
+        torch.manual_seed(0)
+        return Trainer(tiny_model(), LMBatches(fixture_tokens(), 4, 16, seed=1), loss_fn, config, out).fit()
+
+    plain = run(tmp_path / "plain")
+    assert seen == [False] * 3
+    strict = run(tmp_path / "strict", deterministic=True)
+    assert seen[3:] == [True] * 3 and not torch.are_deterministic_algorithms_enabled()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert strict.losses == plain.losses
 
 
 def test_resume_continues_exactly(tmp_path):

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -79,6 +80,11 @@ class TrainConfig:
         run keeps the precision its checkpoint was trained with.
     seed: the run's only seed: model initialisation, data order and dropout (``--seed`` sets it).
     skip_nonfinite: a step whose loss or gradients hold NaN/Inf is skipped (and counted) instead of stopping.
+    deterministic: deterministic kernels only (``torch.use_deterministic_algorithms``, cuBLAS's fixed workspace,
+        cuDNN without autotuning): on a GPU, two runs of one config, and a resumed run and the uninterrupted one,
+        then agree bit for bit on the same GPU model and software, at some cost in speed. Off, a GPU's atomic
+        additions (embedding and attention backward) differ in their last bits from run to run. On a CPU every run
+        is deterministic already.
     """
 
     steps: int = 1000
@@ -105,6 +111,7 @@ class TrainConfig:
     seed: int = 0
     skip_nonfinite: bool = False
     progress: bool = True
+    deterministic: bool = False
 
     LIMITS: ClassVar[dict[str, Limit]] = {
         "steps": at_least(1),
@@ -154,6 +161,7 @@ RESUMABLE_CHANGES = (
     "micro_batch_size",
     "skip_nonfinite",
     "keep_checkpoints",
+    "deterministic",
 )
 
 
@@ -175,6 +183,25 @@ class StepClock:
         now = time.perf_counter()
         seconds, self.start = now - self.start, now
         return seconds
+
+
+@contextmanager
+def deterministic_kernels(on: bool) -> Iterator[None]:
+    """Within: only deterministic kernels when ``on`` (``train.deterministic``); the process's settings are restored
+    after. cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when it starts, so it is set here, before the first matmul."""
+    if not on:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic)
+    benchmark = torch.backends.cudnn.benchmark
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], benchmark
 
 
 def synchronize(device: torch.device) -> None:
@@ -363,7 +390,7 @@ class Trainer:
         once the folder, the fingerprint and the checkpoint are checked, and enters the machine's cache
         (:mod:`aot.bench.machine_cache`) only when the run has trained to its end: a refused or failed run
         leaves the cache as it was."""
-        with deferred_writes():
+        with deferred_writes(), deterministic_kernels(self.cfg.deterministic):
             return self._fit(resume, stop_at, force, branch_from)
 
     def _fit(self, resume: bool | str, stop_at: int | None, force: bool, branch_from: str | Path | None) -> TrainResult:
