@@ -46,7 +46,9 @@ from aot.train.distributed import (
     all_reduce_max,
     all_reduce_mean,
     broadcast_from_main,
+    compiles_per_block,
     current_env,
+    is_sharded,
     first_error,
     set_gradient_sync,
     unwrap,
@@ -311,11 +313,14 @@ class Trainer:
         if self.device.type == "cuda":  # fp32 matmuls on TF32 tensor cores (the fp32 vision recipes), as nanoGPT does
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-        self.model = wrap_model(model.to(self.device), cfg.strategy, self.device)
+        per_block = cfg.compile and compiles_per_block(model, cfg.strategy)
+        bf16 = cfg.precision == "bf16"
+        self.model = wrap_model(model.to(self.device), cfg.strategy, self.device, bf16, compile_blocks=per_block)
         self.optimizer = build_optimizer(
             unwrap(self.model), cfg.optimizer, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
         )
-        self.forward_model: nn.Module = torch.compile(self.model) if cfg.compile else self.model  # type: ignore[assignment]
+        whole = cfg.compile and not per_block  # FSDP compiled its blocks one by one
+        self.forward_model: nn.Module = torch.compile(self.model) if whole else self.model  # type: ignore[assignment]
         tokens = getattr(batches, "tokens_per_sample", None)
         self.unit = str(getattr(batches, "unit", "tokens"))  # what the rows count in the progress line and metrics
         self.tokens_per_sample = int(tokens()) if callable(tokens) else 1
@@ -664,7 +669,7 @@ class Trainer:
             state["run_config"] = self.run_config
         if self.branched_from is not None:
             state["branched_from"] = self.branched_from
-        sharded = self.cfg.strategy == "fsdp" and self.env.world_size > 1
+        sharded = is_sharded(self.model)  # FSDP saves through torch.distributed.checkpoint, also in a group of one
         save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config, sharded=sharded)
         self._last_save = time.monotonic()
 
