@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import FIXTURE, gloo_group, lm_loss
 
 from aot import run_folder
 from aot.data.shards import LMBatches
 from aot.models import build_model
 from aot.models.presets import preset_config
-from aot.train.trainer import Trainer, TrainConfig
+from aot.train.trainer import TrainConfig, Trainer
+from conftest import FIXTURE, gloo_group, lm_loss
 
 
 def fixture_tokens() -> np.ndarray:
