@@ -108,7 +108,7 @@ def copying_scores(model: nn.Module) -> torch.Tensor | None:
     embed, unembed = getattr(model, "tok_embed", None), getattr(model, "lm_head", None)
     if not isinstance(embed, nn.Embedding) or not isinstance(unembed, nn.Linear):
         return None
-    vocab = model.cfg.vocab_size  # an aligned (padded) embedding's extra rows are no tokens
+    vocab = int(getattr(getattr(model, "cfg", None), "vocab_size", embed.num_embeddings))  # not the aligned rows
     w_e = embed.weight.detach()[:vocab].to(torch.float64).T  # (d, V)
     w_u = unembed.weight.detach()[:vocab].to(torch.float64)  # (V, d)
     rows = []
