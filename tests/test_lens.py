@@ -18,6 +18,7 @@ CASES = [
     ("aot-mhsa-l-cpu", {"position": "rope", "residual_scale": "channel", "residual_scale_init": 0.3}),
     ("gpt2-cpu", {}),  # GELU MLP (GPT-2's tanh)
     ("gpt2-cpu", {"activation": "gelu", "bias": False}),
+    ("aot-mssa-l-cpu", {"vocab_multiple": 96}),  # an aligned (padded) vocabulary: 256 tokens in 288 rows
 ]
 
 

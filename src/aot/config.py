@@ -96,6 +96,9 @@ class ModelConfig:
     Task fields:
         task: ``lm`` (causal language model), ``image`` (classifier), ``icl`` (in-context regression).
         vocab_size, block_size: LM vocabulary and context length.
+        vocab_multiple: the embedding and the LM head get ``vocab_size`` rounded up to a multiple of this many rows
+            (nanoGPT's 50,304 for GPT-2's 50,257 is 64), so the head's matmul has an aligned width on a GPU; the
+            logits are cut back to ``vocab_size`` (the extra rows never take part in a loss or a sample).
         image_size, patch_size, in_chans, num_classes: image classifier.
         n_dims, n_points: ICL input dimension and the largest number of (x, y) pairs in a prompt.
     """
@@ -132,6 +135,7 @@ class ModelConfig:
 
     task: str = "lm"
     vocab_size: int = 256
+    vocab_multiple: int = 1
     block_size: int = 256
     image_size: int = 28
     patch_size: int = 4
@@ -142,7 +146,7 @@ class ModelConfig:
 
     #: fields added after runs were recorded: ``to_dict`` leaves them out at these defaults, so the config.json and
     #: resume fingerprint of every run made before them stay what they were (and such a run resumes)
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"token_shift": "none"}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"token_shift": "none", "vocab_multiple": 1}
     # ranges not checked by validate() (which names choices and sizes itself); types come from the hints
     LIMITS: ClassVar[dict[str, Limit]] = {
         "ista_step": at_least(0),
@@ -172,6 +176,11 @@ class ModelConfig:
             self.causal = self.task in CAUSAL_TASKS
 
     @property
+    def padded_vocab(self) -> int:
+        """The rows of the embedding and the LM head: ``vocab_size`` rounded up to a multiple of ``vocab_multiple``."""
+        return -(-self.vocab_size // self.vocab_multiple) * self.vocab_multiple
+
+    @property
     def p(self) -> int:
         """Subspace (head) dimension p; always set after validation."""
         assert self.head_dim is not None
@@ -195,6 +204,7 @@ class ModelConfig:
             "n_embd",
             "n_head",
             "vocab_size",
+            "vocab_multiple",
             "block_size",
             "image_size",
             "patch_size",

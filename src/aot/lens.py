@@ -131,7 +131,9 @@ def hooked_state_dict(model: CausalLM) -> dict[str, torch.Tensor]:
     """``model``'s weights under TransformerLens's names and shapes (see the module docstring)."""
     cfg = model.cfg
     H, p, d = cfg.n_head, cfg.p, cfg.n_embd
-    state: dict[str, torch.Tensor] = {"embed.W_E": model.tok_embed.weight, "unembed.W_U": model.lm_head.weight.t()}
+    vocab = cfg.vocab_size  # an aligned (padded) embedding's extra rows are no tokens
+    embed, unembed = model.tok_embed.weight[:vocab], model.lm_head.weight[:vocab]
+    state: dict[str, torch.Tensor] = {"embed.W_E": embed, "unembed.W_U": unembed.t()}
     state["unembed.b_U"] = model.lm_head.weight.new_zeros(cfg.vocab_size)
     zeros = model.tok_embed.weight.new_zeros
     if cfg.position != "rope":  # learned, or none: TransformerLens's standard embedding at zero

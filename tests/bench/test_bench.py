@@ -149,6 +149,12 @@ def test_gpu_peak_table() -> None:
     assert gpu_peak_flops("NVIDIA H200", torch.float32) == 67e12
     assert gpu_peak_flops("NVIDIA H200", torch.float32, tf32=True) == 494e12
     assert gpu_peak_flops("NVIDIA GeForce GTX 1080", torch.bfloat16) is None
+    # the device names torch reports on the other common cards (the most specific table name wins)
+    assert gpu_peak_flops("NVIDIA H800", torch.bfloat16) == 989e12
+    assert gpu_peak_flops("NVIDIA H800 PCIe", torch.bfloat16) == 756e12
+    assert gpu_peak_flops("NVIDIA GH200 480GB", torch.bfloat16) == 989e12
+    assert gpu_peak_flops("NVIDIA L40S", torch.float32, tf32=True) == 183e12
+    assert gpu_peak_flops("NVIDIA B200", torch.bfloat16) == 2250e12
 
 
 @pytest.mark.parametrize("extra", [{"tied_output": True}, {"tied_output": False}, {"position": "rope"}])

@@ -24,7 +24,7 @@ from PIL import Image
 
 from aot.data import image_tars
 from aot.data.image_files import FileSplit, UnreadableImage, hold_out, open_image_files
-from aot.data.image_stream import ImageStream, Normaliser, eval_batches
+from aot.data.image_stream import ImageStream, ModelInputs, Normaliser, eval_batches
 from aot.data.image_tars import open_image_shards, pack_images
 from aot.data.image_transforms import ImageRecipe, Mixing
 from aot.data.images import EpochOrder, open_images
@@ -105,19 +105,25 @@ def bomb_png(path: Path) -> None:
     )
 
 
-def stream(split, workers: int = 0, mixing: Mixing | None = None, batch_size: int = 8, seed: int = 3) -> ImageStream:
+class Served:
+    """An :class:`ImageStream` whose ``get`` returns what the loss sees: the batch through :class:`ModelInputs`
+    (normalised, mixed when the stream mixes)."""
+
+    def __init__(self, stream: ImageStream, inputs: ModelInputs) -> None:
+        self.stream, self.inputs = stream, inputs
+
+    def get(self, *args: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.inputs(self.stream.get(*args))
+
+    def __getattr__(self, name: str):  # set_rows, close, unreadable
+        return getattr(self.stream, name)
+
+
+def stream(split, workers: int = 0, mixing: Mixing | None = None, batch_size: int = 8, seed: int = 3) -> Served:
     recipe = ImageRecipe(size=16, randaug_ops=2)
-    return ImageStream(
-        split,
-        recipe,
-        EpochOrder(len(split), batch_size, seed),
-        batch_size,
-        seed,
-        Normaliser([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]),
-        num_classes=3,
-        workers=workers,
-        mixing=mixing or Mixing(),
-    )
+    order = EpochOrder(len(split), batch_size, seed)
+    source = ImageStream(split, recipe, order, batch_size, seed, workers=workers, mixing=mixing or Mixing())
+    return Served(source, ModelInputs(Normaliser([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]), num_classes=3))
 
 
 # -- layouts ----------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ CASES = {
     "aot-mssa-token-shift": ("aot-mssa-l-cpu", {"token_shift": "channel"}),
     "aot-mhsa": ("aot-mhsa-l-cpu", {"residual_scale": "channel"}),
     "gpt2": ("gpt2-cpu", {}),
+    "aot-mssa-aligned-vocab": ("aot-mssa-l-cpu", {"vocab_multiple": 96}),  # 256 rows padded to 288
     "llama": ("llama-l-cpu", {}),
     "crate": ("crate-l-cpu", {}),
     "crate-alpha": ("crate-alpha-l-cpu", {}),

@@ -196,3 +196,28 @@ def test_an_unbuildable_block_is_still_an_aot_error():
         pytest.skip("mambapy is installed: the mamba block builds")
     with pytest.raises(AotError):
         budget.model_size(PRESETS["mamba-icl-cpu"].config(), build_model)
+
+
+def test_a_gpu_run_is_checked_against_that_gpus_free_memory(monkeypatch):
+    """On CUDA the training state lives on the GPU: the check reads its free memory (torch.cuda.mem_get_info), not the
+    host's, so a node with much RAM still refuses a run its GPU cannot hold; CPU runs still read the host."""
+    from aot.tasks import get_task
+
+    asked = []
+
+    def mem_get_info(device):
+        asked.append(torch.device(device))
+        return 2 * 2**30, 80 * 2**30  # 2 GiB free of 80
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(budget, "machine_memory", lambda: budget.Memory(2**40, "MemAvailable"))  # 1 TiB of RAM
+    gpu = torch.device("cuda", 3)
+    assert budget.training_memory(gpu) == budget.Memory(2 * 2**30, "free memory of cuda:3 (NVIDIA H100 80GB HBM3)")
+    assert budget.training_memory("cpu") == budget.Memory(2**40, "MemAvailable")
+    task = get_task("lm")
+    run = task.build_run("cpu-quick", sets=["model.n_layer=12", "model.n_embd=2048", "model.n_head=16"])
+    task.check(run, torch.device("cpu"))  # fits the host
+    with pytest.raises(ConfigError, match=r"the machine has 2\.0 GiB .*free memory of cuda:3"):
+        task.check(run, gpu)
+    assert asked[-1] == gpu

@@ -95,6 +95,7 @@ def test_paper_config_trains_two_steps_from_prepared_shards(config, shards, tmp_
         if f"train.{key}" not in REDUCED:
             assert recorded["train"][key] == value, key
     assert results["data"]["tokenizer"] == "gpt2" and results["data"]["vocab_size"] == 50257
+    assert recorded["model"]["vocab_multiple"] == 64  # the head's 50,304 aligned rows, logits cut back to 50,257
     assert results["data"]["folder"] == str(shards) and results["train"]["steps"] == 2
 
 

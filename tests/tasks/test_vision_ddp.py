@@ -22,7 +22,7 @@ def _setup(folder: str):  # type: ignore[no-untyped-def]
     run = VisionRun.build("aot-mssa", sets=[f"data.dataset={folder}", *sets])
     data = open_images(folder, val_size=0)
     recipe = recipe_of(data, run.data, 16, 3)
-    return run, data, recipe, batch_source(data, run.data, 8, 3, recipe)
+    return run, data, recipe, batch_source(data, run.data, 8, 3, recipe)[0]
 
 
 def _model():  # type: ignore[no-untyped-def]
@@ -64,11 +64,10 @@ def test_two_processes_decode_their_rows_and_evaluate_their_share(imagenet_folde
         one = evaluate_split(_model(), data, "test", run.data, recipe, 2, None, torch.device("cpu"), 3)
     mp.spawn(_worker, args=(2, str(tmp_path / "store"), str(imagenet_folder), str(tmp_path)), nprocs=2, join=True)
     parts = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(2)]
-    for step, (images, targets) in whole.items():
-        rank_images = torch.cat([x for part in parts for x, _ in part["rows"][step]])
-        rank_targets = torch.cat([y for part in parts for _, y in part["rows"][step]])
-        assert torch.equal(rank_images, images) and torch.equal(rank_targets, targets)
-        assert targets.dtype == torch.float32  # mixed: soft targets
+    for step, batch in whole.items():  # uint8 pixels, class ids and the mixing draws of each pair
+        assert len(batch) == 3 and batch[0].dtype == torch.uint8
+        for k, value in enumerate(batch):
+            assert torch.equal(torch.cat([rows[k] for part in parts for rows in part["rows"][step]]), value)
     for part in parts:
         assert part["scores"]["images"] == one["images"] == len(data.splits["test"])
         assert part["scores"]["top1"] == one["top1"] and part["scores"]["confusion"] == one["confusion"]

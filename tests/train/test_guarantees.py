@@ -106,7 +106,7 @@ def _checkpoint_step(out: Path) -> int:
 
 def _run_record(out: Path) -> tuple[list, dict, dict]:
     """(the metrics log without timings, results.json's curve and evals, the final weights)."""
-    timing = {"tokens_per_s", "mfu", "train_seconds", "wall", "data_wait_s"}
+    timing = {"tokens_per_s", "mfu", "train_seconds", "wall", "data_wait_s", "warmup"}  # what a resume changes
     rows = [{k: v for k, v in r.items() if k not in timing} for r in read_metrics(out)]
     results = json.loads((out / "results.json").read_text())
     return (

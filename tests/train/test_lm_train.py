@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +117,57 @@ def test_prefetching_the_next_step_changes_nothing_and_counts_the_data_wait(tmp_
         torch.testing.assert_close(value, first[name], rtol=0, atol=0)
     rows = [r for r in read_metrics(tmp_path / "ahead") if not r.get("eval")]
     assert all(0 <= r["data_wait_s"] <= r["train_seconds"] for r in rows)
+
+
+class _SlowStart(LMBatches):
+    """The batches of LMBatches, the first steps' made slowly (as compilation makes a run's first steps slow)."""
+
+    def get(self, step, start=0, stop=None):
+        if step < 3:
+            time.sleep(0.3)
+        return super().get(step, start, stop)
+
+
+def test_the_rate_leaves_out_the_first_steps_and_train_seconds_keeps_them(tmp_path):
+    """Three slow first steps (0.3 s each) inside the first log interval: the row's rate measures the steady steps
+    after the warm-up (WARMUP_STEPS), so its tokens/s is far above what the slow steps allow; train_seconds still
+    holds all of them. A row of an interval inside the warm-up says so (``warmup``)."""
+    from aot.train.trainer import WARMUP_STEPS
+
+    config = TrainConfig(steps=12, batch_size=4, lr=3e-3, log_every=6, progress=False, precision="fp32")
+    trainer = Trainer(tiny_model(), _SlowStart(fixture_tokens(), 4, 16, seed=1), lm_loss, config, tmp_path)
+    result = trainer.fit()
+    first = next(r for r in read_metrics(tmp_path) if not r.get("eval"))
+    assert WARMUP_STEPS == 5 and first["step"] == 6 and "warmup" not in first
+    slow_rate = 6 * 4 * 16 / 0.9  # six steps' tokens over the slow steps' sleep alone
+    assert first["tokens_per_s"] > 3 * slow_rate and result.train_seconds > 0.9
+    config = TrainConfig(steps=4, batch_size=4, lr=3e-3, log_every=2, progress=False, precision="fp32")
+    Trainer(tiny_model(), LMBatches(fixture_tokens(), 4, 16, seed=1), lm_loss, config, tmp_path / "b").fit()
+    assert [r.get("warmup") for r in read_metrics(tmp_path / "b") if not r.get("eval")] == [True, True]
+
+
+def test_deterministic_mode_holds_during_the_run_and_is_restored_after(tmp_path, monkeypatch):
+    """train.deterministic=true: the steps run with torch's deterministic algorithms on (and cuBLAS's fixed
+    workspace set, which a GPU reads at its first matmul); the process's settings are back afterwards; the losses
+    are those of the default mode (a CPU is deterministic already)."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    seen = []
+
+    def loss_fn(model, batch):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return lm_loss(model, batch)
+
+    def run(out, **cfg):
+        config = TrainConfig(steps=3, batch_size=4, lr=3e-3, log_every=1, progress=False, precision="fp32", **cfg)
+        torch.manual_seed(0)
+        return Trainer(tiny_model(), LMBatches(fixture_tokens(), 4, 16, seed=1), loss_fn, config, out).fit()
+
+    plain = run(tmp_path / "plain")
+    assert seen == [False] * 3
+    strict = run(tmp_path / "strict", deterministic=True)
+    assert seen[3:] == [True] * 3 and not torch.are_deterministic_algorithms_enabled()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert strict.losses == plain.losses
 
 
 def test_resume_continues_exactly(tmp_path):

@@ -108,8 +108,9 @@ def copying_scores(model: nn.Module) -> torch.Tensor | None:
     embed, unembed = getattr(model, "tok_embed", None), getattr(model, "lm_head", None)
     if not isinstance(embed, nn.Embedding) or not isinstance(unembed, nn.Linear):
         return None
-    w_e = embed.weight.detach().to(torch.float64).T  # (d, V)
-    w_u = unembed.weight.detach().to(torch.float64)  # (V, d)
+    vocab = int(getattr(getattr(model, "cfg", None), "vocab_size", embed.num_embeddings))  # not the aligned rows
+    w_e = embed.weight.detach()[:vocab].to(torch.float64).T  # (d, V)
+    w_u = unembed.weight.detach()[:vocab].to(torch.float64)  # (V, d)
     rows = []
     for heads in model_heads(model):
         eigenvalues = torch.linalg.eigvals(heads.ov() @ (w_e @ w_u))  # (H, d): the nonzero spectrum of W_U W_OV W_E

@@ -22,7 +22,8 @@ import torch
 from aot.bench.machine_cache import cache_path, now_utc, read_entry, write_entry
 from aot.errors import AotError
 
-#: dense peak FLOP/s by GPU and dtype (NVIDIA data sheets: A100, H100, H200)
+#: dense peak FLOP/s by GPU and dtype, from NVIDIA's data sheets (their tensor-core figures "with sparsity" halved).
+#: H800 and GH200 have the H100 SXM's tensor cores; L40S is an Ada card; B200 is Blackwell (HGX B200).
 GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
     "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
     "H100 PCIe": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
@@ -30,6 +31,11 @@ GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
     "H100": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},  # SXM5
     "H200 NVL": {"bf16": 835e12, "fp16": 835e12, "tf32": 418e12, "fp32": 60e12},
     "H200": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},  # SXM
+    "H800 PCIe": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
+    "H800": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},  # SXM5
+    "GH200": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},
+    "L40S": {"bf16": 362e12, "fp16": 362e12, "tf32": 183e12, "fp32": 91.6e12},
+    "B200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1100e12, "fp32": 75e12},
 }
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}

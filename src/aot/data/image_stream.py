@@ -8,8 +8,9 @@ on which worker decodes which image, on the number of processes, or on where a r
 an uninterrupted one bit for bit.
 
 Each process decodes only its own rows (the trainer says which through :meth:`ImageStream.set_rows`): with
-``torchrun``, every rank runs its own workers on its share of the batch. Workers hand back uint8 pixels (4× less to
-move between processes than float); normalisation and mixup / CutMix happen on the batch in the training process.
+``torchrun``, every rank runs its own workers on its share of the batch. Workers hand back uint8 pixels, which also
+travel to the GPU as uint8 (a quarter of float32's bytes); normalisation and mixup / CutMix happen there
+(:class:`ModelInputs`, called by the loss), from draws made with the batch on the host.
 
 An image that cannot be decoded (corrupt, truncated, zero bytes) is a counted skip: the next image of its split
 (``i + 1``, ``i + 2``, ...) takes its place, the same one every time, and :attr:`ImageStream.unreadable` names it.
@@ -107,29 +108,48 @@ class _StepRows:
 
 @dataclass
 class Normaliser:
-    """uint8 (B, C, H, W) → float32 ``(x / 255 − mean) / std`` per channel."""
+    """uint8 (B, C, H, W) → float32 ``(x / 255 − mean) / std`` per channel, on the images' device."""
 
     mean: Sequence[float]
     std: Sequence[float]
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        mean = torch.tensor(self.mean, dtype=torch.float32).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=torch.float32).view(1, -1, 1, 1)
+        mean = torch.tensor(self.mean, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
         return (images.float() / 255.0 - mean) / std
+
+
+@dataclass
+class ModelInputs:
+    """A training batch as the model and the loss take it, made on the device the batch was moved to: uint8 pixels
+    normalised (:class:`Normaliser`), and mixed when the batch carries a mixing plan
+    (:meth:`aot.data.image_transforms.Mixing.apply`). A batch already in floats (the in-memory sets) passes as it
+    is. Returns ``(images, targets)``: class ids, or class probabilities after mixing."""
+
+    normalise: Normaliser | None
+    num_classes: int
+
+    def __call__(self, batch: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        images, labels, *plan = batch
+        if images.dtype == torch.uint8 and self.normalise is not None:
+            images = self.normalise(images)
+        if plan:
+            return Mixing.apply(images, labels, plan[0], self.num_classes)
+        return images, labels
 
 
 @dataclass
 class ImageStream:
     """The batch source of a run whose images are decoded by workers (see the module docstring). ``order(step)`` gives
-    the image indices of a step's global batch; ``mixing`` (when active) mixes pairs of rows after normalising."""
+    the image indices of a step's global batch. ``get`` returns uint8 pixels and class ids, plus mixup / CutMix's
+    draws when ``mixing`` is active: the batch moves to the GPU at a quarter of its float size, and
+    :class:`ModelInputs` normalises and mixes it there."""
 
     split: ImageSplit
     recipe: ImageRecipe
     order: Any  # step -> LongTensor of the B image indices of the step's global batch
     batch_size: int
     seed: int
-    normalise: Normaliser
-    num_classes: int
     workers: int = 0
     mixing: Mixing = field(default_factory=Mixing)
     unreadable: dict[str, int] = field(default_factory=dict)
@@ -165,7 +185,7 @@ class ImageStream:
         )
         self._iterator = iter(loader)
 
-    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def get(self, step: int, start: int = 0, stop: int | None = None) -> tuple[torch.Tensor, ...]:
         stop = self.batch_size if stop is None else stop
         if (start, stop) not in self.ranges:
             self.set_rows([(start, stop)])
@@ -182,10 +202,10 @@ class ImageStream:
         next_step, next_position = (step, following) if following < len(self.ranges) else (step + 1, 0)
         self._expected = (next_step, *self.ranges[next_position])
         self._note_unreadable(unreadable)
-        images = self.normalise(pixels)
         if self.mixing.active:
-            return self.mixing(images, labels, self.num_classes, step, start)
-        return images, labels
+            size = self.recipe.size
+            return pixels, labels, self.mixing.plan(step, start, len(labels), size, size)
+        return pixels, labels
 
     def _note_unreadable(self, names: list[str]) -> None:
         note_unreadable(names, self.unreadable, "the next one takes its place")

@@ -211,7 +211,10 @@ class Mixing:
     ``(seed, s, k)``: with probability ``prob`` it is mixed, by CutMix with probability ``switch_prob`` when both are
     on, with λ ~ Beta(α, α) (``mixup`` / ``cutmix`` are the α's; 0 turns one off). Targets become soft, ``λ·onehot(a)
     + (1 − λ)·onehot(b)``, with λ the pasted area's complement for CutMix; the loss's label smoothing applies on
-    top, as timm's ``mixup_target`` does."""
+    top, as timm's ``mixup_target`` does.
+
+    The draws (:meth:`plan`: a few numbers per pair) are made on the host with the batch; the mixing itself
+    (:meth:`apply`) runs wherever the images are, on the GPU in a GPU run."""
 
     mixup: float = 0.0
     cutmix: float = 0.0
@@ -223,32 +226,55 @@ class Mixing:
     def active(self) -> bool:
         return (self.mixup > 0 or self.cutmix > 0) and self.prob > 0
 
-    def __call__(
-        self, images: torch.Tensor, labels: torch.Tensor, num_classes: int, step: int, first_row: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mix rows ``[first_row, first_row + len(images))`` of step ``step``'s global batch (``first_row`` and the
-        length even: every pair lies inside the micro-batch)."""
-        b, _, h, w = images.shape
-        target = torch.nn.functional.one_hot(labels, num_classes).to(torch.float32)
-        out, mixed_target = images.clone(), target.clone()
-        for row in range(0, b, 2):
-            rng = np.random.default_rng([self.seed, step, (first_row + row) // 2, 0x6D6978])
+    def plan(self, step: int, first_row: int, rows: int, height: int, width: int) -> torch.Tensor:
+        """The draws for rows ``[first_row, first_row + rows)`` of step ``step``'s global batch (``first_row`` and
+        ``rows`` even: every pair lies inside): float32 (rows // 2, 6) of ``λ, cut, y0, y1, x0, x1`` per pair
+        (``λ = 1``: not mixed; ``cut = 1``: CutMix of the box ``[y0, y1) × [x0, x1)``, whose complement λ is)."""
+        plan = torch.zeros(rows // 2, 6)
+        plan[:, 0] = 1.0
+        for pair in range(rows // 2):
+            rng = np.random.default_rng([self.seed, step, first_row // 2 + pair, 0x6D6978])
             if rng.random() >= self.prob:
                 continue
             cut = self.cutmix > 0 and (self.mixup <= 0 or rng.random() < self.switch_prob)
             lam = float(rng.beta(self.cutmix, self.cutmix) if cut else rng.beta(self.mixup, self.mixup))
-            a, z = row, row + 1
             if cut:
-                cut_h, cut_w = int(h * math.sqrt(1 - lam)), int(w * math.sqrt(1 - lam))
-                cy, cx = int(rng.integers(h)), int(rng.integers(w))
-                y0, y1 = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, h)
-                x0, x1 = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, w)
-                out[a, :, y0:y1, x0:x1] = images[z, :, y0:y1, x0:x1]
-                out[z, :, y0:y1, x0:x1] = images[a, :, y0:y1, x0:x1]
-                lam = 1.0 - (y1 - y0) * (x1 - x0) / (h * w)
+                cut_h, cut_w = int(height * math.sqrt(1 - lam)), int(width * math.sqrt(1 - lam))
+                cy, cx = int(rng.integers(height)), int(rng.integers(width))
+                y0, y1 = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
+                x0, x1 = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
+                lam = 1.0 - (y1 - y0) * (x1 - x0) / (height * width)
+                plan[pair] = torch.tensor([lam, 1.0, y0, y1, x0, x1], dtype=torch.float64).float()
             else:
-                out[a] = lam * images[a] + (1 - lam) * images[z]
-                out[z] = lam * images[z] + (1 - lam) * images[a]
-            mixed_target[a] = lam * target[a] + (1 - lam) * target[z]
-            mixed_target[z] = lam * target[z] + (1 - lam) * target[a]
-        return out, mixed_target
+                plan[pair, 0] = lam
+        return plan
+
+    @staticmethod
+    def apply(
+        images: torch.Tensor, labels: torch.Tensor, plan: torch.Tensor, num_classes: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mix the pairs of ``images`` (b, C, H, W) and one-hot ``labels`` as ``plan`` (:meth:`plan`) says, on their
+        device: row ``r`` with its partner ``r xor 1``."""
+        b, _, h, w = images.shape
+        per_row = plan.to(images.device).repeat_interleave(2, dim=0)  # each pair's draws on both its rows
+        partner = torch.arange(b, device=images.device) ^ 1
+        lam, cut = per_row[:, 0], per_row[:, 1] > 0
+        target = torch.nn.functional.one_hot(labels, num_classes).to(torch.float32)
+        lam_view = lam.view(b, 1, 1, 1).to(images.dtype)
+        mixed = lam_view * images + (1 - lam_view) * images[partner]
+        ys = torch.arange(h, device=images.device).view(1, 1, h, 1)
+        xs = torch.arange(w, device=images.device).view(1, 1, 1, w)
+        y0, y1, x0, x1 = (per_row[:, k].view(b, 1, 1, 1) for k in range(2, 6))
+        box = (ys >= y0) & (ys < y1) & (xs >= x0) & (xs < x1)
+        pasted = torch.where(box, images[partner], images)
+        out = torch.where(cut.view(b, 1, 1, 1), pasted, mixed)
+        lam_target = lam.view(b, 1).to(torch.float32)
+        return out, lam_target * target + (1 - lam_target) * target[partner]
+
+    def __call__(
+        self, images: torch.Tensor, labels: torch.Tensor, num_classes: int, step: int, first_row: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mix rows ``[first_row, first_row + len(images))`` of step ``step``'s global batch: :meth:`plan` then
+        :meth:`apply`."""
+        b, _, h, w = images.shape
+        return self.apply(images, labels, self.plan(step, first_row, b, h, w), num_classes)

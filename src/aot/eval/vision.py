@@ -40,14 +40,18 @@ def classify_counts(
     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     device: torch.device | str = "cpu",
     num_classes: int | None = None,
+    prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """The sums behind the scores, over ``(normalised images, labels)`` batches, as one float64 vector
+    """The sums behind the scores, over ``(images, labels)`` batches (normalised, or made so by ``prepare`` once on
+    ``device``), as one float64 vector
     ``[loss sum, top-1 hits, top-5 hits, images, confusion (classes² entries)...]``: sums add across processes
     (one ``all_reduce``) and across parts of a split before :func:`scores_of` divides."""
     classes = num_classes or 1
     counts = torch.zeros(4 + classes * classes, dtype=torch.float64)
     for x, y in batches:
         x, y = x.to(device), y.to(device)
+        if prepare is not None:
+            x = prepare(x)
         logits = model(x)
         logits = logits if logits.dtype == torch.float64 else logits.float()  # bf16 autocast → fp32 for the loss
         k = min(5, logits.shape[-1])

@@ -10,7 +10,8 @@ from typing import Any
 
 
 class SavedConfig:
-    """The exported config's fields as attributes, and ``p`` (the head dimension) as ``ModelConfig.p`` has it."""
+    """The exported config's fields as attributes, and ``p`` (the head dimension) and ``padded_vocab`` as
+    ``ModelConfig`` has them."""
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.__dict__.update(fields)
@@ -18,6 +19,12 @@ class SavedConfig:
     @property
     def p(self) -> int:
         return int(self.__dict__["head_dim"])
+
+    @property
+    def padded_vocab(self) -> int:
+        """``ModelConfig.padded_vocab``: vocab_size rounded up to vocab_multiple (absent from older configs: 1)."""
+        multiple = int(self.__dict__.get("vocab_multiple", 1))
+        return -(-int(self.__dict__["vocab_size"]) // multiple) * multiple
 
     def __repr__(self) -> str:
         return f"SavedConfig({self.__dict__!r})"

@@ -30,8 +30,8 @@ configs that cannot fit, not a promise that the others will.
 
 Machine memory (:func:`machine_memory`): the smallest of physical memory, ``MemAvailable`` (/proc/meminfo), a
 cgroup limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) and the address-space limit (``ulimit -v``) minus
-what the process has mapped already. Training may run on a GPU, which is chosen after the checks, so
-:func:`training_memory` takes the larger of that and one visible GPU's memory.
+what the process has mapped already. A training run on a GPU holds its weights, gradients, optimizer state and
+activations there, so :func:`training_memory` reads that GPU's free memory (``torch.cuda.mem_get_info``) instead.
 """
 
 from __future__ import annotations
@@ -139,18 +139,26 @@ def machine_memory() -> Memory:
     return Memory(available, source)
 
 
-def training_memory() -> Memory:
-    """The memory a training run may use: the host's (:func:`machine_memory`), or one visible GPU's when that is
-    larger (the device is chosen after the checks run)."""
-    host = machine_memory()
-    if torch.cuda.is_available():
-        try:
-            gpu = max(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count()))
-        except (RuntimeError, AssertionError):
-            return host
-        if gpu > host.available:
-            return Memory(gpu, "GPU memory")
-    return host
+def device_memory(device: torch.device) -> Memory | None:
+    """The free memory of CUDA ``device`` (``torch.cuda.mem_get_info``: what other processes leave), or None when it
+    cannot be read."""
+    try:
+        free, _ = torch.cuda.mem_get_info(device)
+        name = torch.cuda.get_device_name(device)
+    except (RuntimeError, AssertionError, ValueError):
+        return None
+    return Memory(int(free), f"free memory of {device} ({name})")
+
+
+def training_memory(device: torch.device | str | None = None) -> Memory:
+    """The memory a training run on ``device`` may use: a CUDA device's free memory (the training state lives there),
+    else the host's (:func:`machine_memory`)."""
+    device = torch.device(device) if device is not None else None
+    if device is not None and device.type == "cuda":
+        gpu = device_memory(device)
+        if gpu is not None:
+            return gpu
+    return machine_memory()
 
 
 # -- what a config needs ------------------------------------------------------------------------------------
@@ -328,9 +336,9 @@ def check_model_fits(cfg: ModelConfig, build: Builder) -> None:
     check_fits(model_need(cfg, build), machine_memory(), MODEL_FIX)
 
 
-def check_training_fits(need: Need) -> None:
-    """Refuse (one line) a training run whose :func:`training_need` exceeds :func:`training_memory`."""
-    check_fits(need, training_memory(), TRAINING_FIX)
+def check_training_fits(need: Need, device: torch.device | str | None = None) -> None:
+    """Refuse (one line) a training run whose :func:`training_need` exceeds :func:`training_memory` of ``device``."""
+    check_fits(need, training_memory(device), TRAINING_FIX)
 
 
 def rows_per_pass(batch_size: int, micro_batch_size: int | None, world_size: int = 1) -> int:

@@ -26,10 +26,10 @@ class CausalLM(AotModel):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.tok_embed = nn.Embedding(cfg.padded_vocab, cfg.n_embd)  # rows past vocab_size: alignment only
         self.pos_embed = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.position == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.padded_vocab, bias=False)
         self.lm_head.weight = self.tok_embed.weight  # tied (GPT-2)
         self.hook_embed = HookPoint()
         self._finish()
@@ -57,6 +57,8 @@ class CausalLM(AotModel):
         offset = cache.length if cache is not None else 0
         hidden = self.backbone(self.embed(idx, offset), cache)
         logits = self.lm_head(hidden)
+        if self.cfg.padded_vocab != self.cfg.vocab_size:  # the alignment rows are no tokens: cut them off
+            logits = logits[..., : self.cfg.vocab_size]
         loss = None if labels is None else shifted_cross_entropy(logits, labels)
         return logits, loss
 

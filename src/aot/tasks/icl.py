@@ -152,7 +152,7 @@ class ICLTask(Task[None]):
         ),
     )
 
-    def check(self, run: ICLRun) -> None:
+    def check(self, run: ICLRun, device: torch.device | None = None) -> None:
         """The run's training step and its prompts (the held-out set and a batch, float64 as they are drawn) must
         fit in memory."""
         cfg = run.model_config(task="icl", n_dims=run.data.n_dims, n_points=run.data.n_points)
@@ -161,7 +161,7 @@ class ICLTask(Task[None]):
             "held-out prompts": run.eval.final_prompts * prompt,
             "a batch of prompts": run.train.batch_size * prompt * 2,  # drawn in float64, fed as a float32 copy
         }
-        self.check_memory(run, cfg, prompt_tokens(run), data)
+        self.check_memory(run, cfg, prompt_tokens(run), data, device=device)
 
     def load_data(self, run: ICLRun, is_main: bool) -> None:
         return None  # prompts are drawn from the step (ICLBatches); the held-out set is fixed by its own seed

@@ -276,13 +276,13 @@ class LMTask(Task[LMData]):
         ),
     )
 
-    def check(self, run: LMRun) -> None:
+    def check(self, run: LMRun, device: torch.device | None = None) -> None:
         """An ``hf:`` corpus's hub must answer (checked first: it takes a second, the memory check more), and the
         run's training step must fit in memory (with the vocabulary its tokenizer will give)."""
         if run.data.shards is None:
             check_hub_corpus(run.data.corpus)
         cfg = run.model_config(**_vocab_field(_tokenizer_of(run.data)))
-        self.check_memory(run, cfg, cfg.block_size)
+        self.check_memory(run, cfg, cfg.block_size, device=device)
 
     def load_data(self, run: LMRun, is_main: bool) -> LMData:
         data = load_lm_data(run.data, is_main)

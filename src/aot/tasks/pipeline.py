@@ -46,7 +46,7 @@ def run_task(
     out = Path(out_dir)
     device = resolve_device(device_name, env_from_torchrun().local_rank)
     env = init_distributed(device)
-    task.check(run)
+    task.check(run, device)
     with ExitStack() as held, deferred_writes():
         on_main(lambda: held.enter_context(folder_lock(out)))
         return _run_locked(task, run, out, device, env.is_main, resume, force, stop_at, branch_from)

@@ -180,11 +180,18 @@ class Task(Generic[D]):
         return self.run_cls.build(preset, config_file, flags, sets, model_preset)
 
     # -- what each task supplies, in the order run_task calls it ----------------------------------------
-    def check(self, run: Any) -> None:
+    def check(self, run: Any, device: torch.device | None = None) -> None:
         """One-line errors about the run that need no data (called before anything is read), such as
         :meth:`check_memory`."""
 
-    def check_memory(self, run: TaskRun, cfg: ModelConfig, seq_len: int, data: Mapping[str, int] | None = None) -> None:
+    def check_memory(
+        self,
+        run: TaskRun,
+        cfg: ModelConfig,
+        seq_len: int,
+        data: Mapping[str, int] | None = None,
+        device: torch.device | None = None,
+    ) -> None:
         """Refuse, in one line and before any data is read, a run whose training step cannot fit in this
         machine's memory (:func:`aot.models.budget.training_need`: the weights, their gradients and
         optimizer state, one forward pass's activations of ``seq_len`` tokens per row and this process's rows,
@@ -193,7 +200,7 @@ class Task(Generic[D]):
         from aot.models.budget import check_training_fits, rows_per_pass, training_need
 
         rows = rows_per_pass(run.train.batch_size, run.train.micro_batch_size, env_from_torchrun().world_size)
-        check_training_fits(training_need(cfg, build_model, rows, seq_len, run.train.optimizer, data))
+        check_training_fits(training_need(cfg, build_model, rows, seq_len, run.train.optimizer, data), device)
 
     def load_data(self, run: Any, is_main: bool) -> D:
         """The task's data (read once; under torchrun the main process prepares caches first)."""

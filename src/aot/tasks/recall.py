@@ -195,14 +195,14 @@ class RecallTask(Task[HeldOut]):
         ),
     )
 
-    def check(self, run: RecallRun) -> None:
+    def check(self, run: RecallRun, device: torch.device | None = None) -> None:
         """The run's training step and its held-out sequences (tokens and targets, int64) must fit in memory."""
         sequence = run.data.seq_len * 8 * 2
         data = {
             "held-out sequences": (run.eval.val_sequences + run.eval.test_sequences) * sequence,
             "a batch of sequences": run.train.batch_size * sequence,
         }
-        self.check_memory(run, run.recall_model_config(), run.data.seq_len, data)
+        self.check_memory(run, run.recall_model_config(), run.data.seq_len, data, device=device)
 
     def load_data(self, run: RecallRun, is_main: bool) -> HeldOut:
         return HeldOut(

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from aot.data.image_stream import ModelInputs
 from aot.data.image_transforms import AUGMENTS
 from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageData, open_images
 from aot.errors import AotError, ConfigError
@@ -255,11 +256,13 @@ class VisionState:
     unreadable: dict[str, int] = field(default_factory=dict)
 
 
-def classification_loss(label_smoothing: float):  # type: ignore[no-untyped-def]
+def classification_loss(label_smoothing: float, inputs: ModelInputs | None = None):  # type: ignore[no-untyped-def]
     def loss_fn(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Cross-entropy with label smoothing, mean over the micro-batch: ``batch = (images, targets)``, targets class
+        """Cross-entropy with label smoothing, mean over the micro-batch of ``inputs(batch) = (images, targets)``
+        (:class:`aot.data.image_stream.ModelInputs`: normalised and mixed on the batch's device); targets are class
         ids, or class probabilities (B, classes) after mixup / CutMix."""
-        return F.cross_entropy(model(batch[0]).float(), batch[1], label_smoothing=label_smoothing)
+        images, targets = inputs(batch) if inputs is not None else batch[:2]
+        return F.cross_entropy(model(images).float(), targets, label_smoothing=label_smoothing)
 
     return loss_fn
 
@@ -325,7 +328,7 @@ class VisionTask(Task[VisionData]):
         ),
     )
 
-    def check(self, run: VisionRun) -> None:
+    def check(self, run: VisionRun, device: torch.device | None = None) -> None:
         """An image set must be named, and the training step must fit in memory (the source run's model, when
         fine-tuning, is checked as it is loaded)."""
         if not run.data.dataset:
@@ -335,7 +338,7 @@ class VisionTask(Task[VisionData]):
             )
         if not run.finetune.init_from:
             cfg = run.model_config()
-            self.check_memory(run, cfg, image_tokens(cfg))
+            self.check_memory(run, cfg, image_tokens(cfg), device=device)
 
     def load_data(self, run: VisionRun, is_main: bool) -> VisionData:
         return open_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
@@ -355,7 +358,7 @@ class VisionTask(Task[VisionData]):
 
     def setup(self, run: VisionRun, data: VisionData, model: AotModel, device: torch.device) -> Setup:
         recipe = recipe_of(data, run.data, model.cfg.image_size, model.cfg.in_chans)
-        batches = batch_source(data, run.data, run.train.batch_size, run.train.seed, recipe)
+        batches, inputs = batch_source(data, run.data, run.train.batch_size, run.train.seed, recipe)
         periodic = run.eval.periodic_split
 
         def periodic_eval(net: nn.Module) -> dict[str, float]:
@@ -375,7 +378,8 @@ class VisionTask(Task[VisionData]):
             "seed": run.train.seed,
         }
         state = VisionState(batches, recipe)
-        return Setup(batches, classification_loss(run.loss.label_smoothing), periodic_eval, fingerprint, state=state)
+        loss = classification_loss(run.loss.label_smoothing, inputs)
+        return Setup(batches, loss, periodic_eval, fingerprint, state=state)
 
     def final_eval(
         self, run: VisionRun, data: VisionData, setup: Setup, trainer: Trainer, device: torch.device

@@ -24,6 +24,7 @@ from torch import nn
 from aot.data.image_files import ArraySplit, ImageFiles, ImageSplit
 from aot.data.image_stream import (
     ImageStream,
+    ModelInputs,
     Normaliser,
     default_workers,
     eval_batches,
@@ -92,24 +93,20 @@ def mixing_of(cfg: Any, seed: int) -> Mixing:
     return Mixing(cfg.mixup, cfg.cutmix, cfg.mix_prob, cfg.switch_prob, seed)
 
 
-def batch_source(data: VisionData, cfg: Any, batch_size: int, seed: int, recipe: ImageRecipe) -> Any:
-    """The trainer's batch source for data config ``cfg`` (see the module docstring)."""
+def batch_source(
+    data: VisionData, cfg: Any, batch_size: int, seed: int, recipe: ImageRecipe
+) -> tuple[Any, ModelInputs]:
+    """The trainer's batch source for data config ``cfg`` (see the module docstring), and what turns its batches into
+    the model's inputs and the loss's targets on the device."""
     mixing = mixing_of(cfg, seed)
     if not uses_workers(data, cfg):
         assert isinstance(data, ImageData)
-        return ImageBatches(data, batch_size, seed=seed, padding=cfg.padding, flip=cfg.flip, mixing=mixing)
+        batches = ImageBatches(data, batch_size, seed=seed, padding=cfg.padding, flip=cfg.flip, mixing=mixing)
+        return batches, ModelInputs(None, data.num_classes)  # normalised and mixed on the host already
     train = split_of(data, "train")
-    return ImageStream(
-        train,
-        recipe,
-        EpochOrder(len(train), batch_size, seed),
-        batch_size,
-        seed,
-        normaliser_of(data, cfg, recipe),
-        data.num_classes,
-        workers=workers_of(cfg),
-        mixing=mixing,
-    )
+    order = EpochOrder(len(train), batch_size, seed)
+    stream = ImageStream(train, recipe, order, batch_size, seed, workers=workers_of(cfg), mixing=mixing)
+    return stream, ModelInputs(normaliser_of(data, cfg, recipe), data.num_classes)
 
 
 def _all_reduce(counts: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -143,7 +140,7 @@ def evaluate_split(
     chosen = subset_indices(len(images), limit)
     if dist.is_available() and dist.is_initialized():
         chosen = chosen[dist.get_rank() :: dist.get_world_size()]
-    normalise = Normaliser(data.mean or [0.0], data.std or [1.0])
-    batches = eval_batches(images, recipe, np.asarray(chosen), batch_size, workers_of(cfg), normalise, unreadable)
-    counts = classify_counts(model, batches, device, num_classes)
+    normalise = Normaliser(data.mean or [0.0], data.std or [1.0])  # on the device, after the uint8 batch moved
+    batches = eval_batches(images, recipe, np.asarray(chosen), batch_size, workers_of(cfg), None, unreadable)
+    counts = classify_counts(model, batches, device, num_classes, prepare=normalise)
     return scores_of(_all_reduce(counts, device), num_classes)

@@ -78,25 +78,54 @@ def current_env() -> DistEnv:
     return DistEnv()
 
 
-def wrap_model(model: nn.Module, strategy: str, device: torch.device) -> nn.Module:
-    """DDP or FSDP around ``model`` when more than one process runs; the model itself otherwise."""
+def wrap_model(
+    model: nn.Module, strategy: str, device: torch.device, bf16: bool = False, compile_blocks: bool = False
+) -> nn.Module:
+    """DDP or FSDP around ``model`` in a process group: ``auto`` wraps in DDP when more than one process runs;
+    ``ddp`` and ``fsdp`` wrap even in a group of one (a one-GPU check of the multi-GPU path). Outside a process group,
+    the model itself.
+
+    FSDP shards each block, then the rest (torchtitan's order). ``bf16``: the blocks compute with bf16 parameters and
+    gradients are reduced in fp32 (``MixedPrecisionPolicy``), so the all-gathers move half the bytes; the sharded
+    parameters and the optimizer stay fp32. ``compile_blocks``: each block is compiled on its own before sharding
+    (torchtitan's per-block compile; the trainer then does not compile the whole model)."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy={strategy!r} is not one of {', '.join(STRATEGIES)}")
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if not (dist.is_available() and dist.is_initialized()):
+        return model
+    if dist.get_world_size() == 1 and strategy == "auto":
         return model
     if strategy in ("auto", "ddp"):
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
+    options: dict = {"mesh": mesh, **({"mp_policy": policy} if policy is not None else {})}
     blocks = getattr(getattr(model, "backbone", None), "blocks", None)
     for block in blocks or []:
-        fully_shard(block, mesh=mesh)  # FULL_SHARD: each block's parameters are gathered only while it runs
-    fully_shard(model, mesh=mesh)
+        if compile_blocks:
+            block.compile()
+        fully_shard(block, **options)  # FULL_SHARD: each block's parameters are gathered only while it runs
+    fully_shard(model, **options)
     return model
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Whether ``model`` was sharded by FSDP (:func:`wrap_model` with ``fsdp`` in a process group)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def compiles_per_block(model: nn.Module, strategy: str) -> bool:
+    """Whether :func:`wrap_model` compiles ``model`` block by block (FSDP in a process group, a model with blocks)."""
+    in_group = dist.is_available() and dist.is_initialized()
+    blocks = getattr(getattr(model, "backbone", None), "blocks", None)
+    return in_group and strategy == "fsdp" and bool(blocks)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

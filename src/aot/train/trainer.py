@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -45,8 +46,10 @@ from aot.train.distributed import (
     all_reduce_max,
     all_reduce_mean,
     broadcast_from_main,
+    compiles_per_block,
     current_env,
     first_error,
+    is_sharded,
     set_gradient_sync,
     unwrap,
     wrap_model,
@@ -79,6 +82,11 @@ class TrainConfig:
         run keeps the precision its checkpoint was trained with.
     seed: the run's only seed: model initialisation, data order and dropout (``--seed`` sets it).
     skip_nonfinite: a step whose loss or gradients hold NaN/Inf is skipped (and counted) instead of stopping.
+    deterministic: deterministic kernels only (``torch.use_deterministic_algorithms``, cuBLAS's fixed workspace,
+        cuDNN without autotuning): on a GPU, two runs of one config, and a resumed run and the uninterrupted one,
+        then agree bit for bit on the same GPU model and software, at some cost in speed. Off, a GPU's atomic
+        additions (embedding and attention backward) differ in their last bits from run to run. On a CPU every run
+        is deterministic already.
     """
 
     steps: int = 1000
@@ -105,6 +113,7 @@ class TrainConfig:
     seed: int = 0
     skip_nonfinite: bool = False
     progress: bool = True
+    deterministic: bool = False
 
     LIMITS: ClassVar[dict[str, Limit]] = {
         "steps": at_least(1),
@@ -154,10 +163,53 @@ RESUMABLE_CHANGES = (
     "micro_batch_size",
     "skip_nonfinite",
     "keep_checkpoints",
+    "deterministic",
 )
 
 
 UNIT_ABBREVIATIONS = {"tokens": "tok", "images": "img"}  # the progress line's rate: tok_s, img_s
+#: steps after a (re)start that the rate and MFU leave out: torch.compile's compilation, cuDNN / cuBLAS autotuning and
+#: the allocator's first rounds land there (nanoGPT skips 5, nanochat 10); their time still counts in train_seconds
+WARMUP_STEPS = 5
+
+
+class StepClock:
+    """Training time measured in laps between the points where the host waits for the device anyway (logging,
+    evaluation, checkpoints, the end of the warm-up): wall time after a synchronisation, so the work a GPU had queued
+    is counted in the lap it belongs to (timing each step on the host would only time the kernel launches)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        seconds, self.start = now - self.start, now
+        return seconds
+
+
+@contextmanager
+def deterministic_kernels(on: bool) -> Iterator[None]:
+    """Within: only deterministic kernels when ``on`` (``train.deterministic``); the process's settings are restored
+    after. cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when it starts, so it is set here, before the first matmul."""
+    if not on:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic)
+    benchmark = torch.backends.cudnn.benchmark
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1], benchmark
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (CUDA); nothing elsewhere."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class BatchSource(Protocol):
@@ -261,11 +313,14 @@ class Trainer:
         if self.device.type == "cuda":  # fp32 matmuls on TF32 tensor cores (the fp32 vision recipes), as nanoGPT does
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-        self.model = wrap_model(model.to(self.device), cfg.strategy, self.device)
+        per_block = cfg.compile and compiles_per_block(model, cfg.strategy)
+        bf16 = cfg.precision == "bf16"
+        self.model = wrap_model(model.to(self.device), cfg.strategy, self.device, bf16, compile_blocks=per_block)
         self.optimizer = build_optimizer(
             unwrap(self.model), cfg.optimizer, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
         )
-        self.forward_model: nn.Module = torch.compile(self.model) if cfg.compile else self.model  # type: ignore[assignment]
+        whole = cfg.compile and not per_block  # FSDP compiled its blocks one by one
+        self.forward_model: nn.Module = torch.compile(self.model) if whole else self.model  # type: ignore[assignment]
         tokens = getattr(batches, "tokens_per_sample", None)
         self.unit = str(getattr(batches, "unit", "tokens"))  # what the rows count in the progress line and metrics
         self.tokens_per_sample = int(tokens()) if callable(tokens) else 1
@@ -340,7 +395,7 @@ class Trainer:
         once the folder, the fingerprint and the checkpoint are checked, and enters the machine's cache
         (:mod:`aot.bench.machine_cache`) only when the run has trained to its end: a refused or failed run
         leaves the cache as it was."""
-        with deferred_writes():
+        with deferred_writes(), deterministic_kernels(self.cfg.deterministic):
             return self._fit(resume, stop_at, force, branch_from)
 
     def _fit(self, resume: bool | str, stop_at: int | None, force: bool, branch_from: str | Path | None) -> TrainResult:
@@ -391,14 +446,12 @@ class Trainer:
         interval_start, interval_tokens, interval_seconds = time.perf_counter(), 0, 0.0
         interval_wait = self.prefetcher.wait_seconds
         end = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+        warm_until = self.step + WARMUP_STEPS  # compilation and the first steps' allocations: not in the rate
+        clock = StepClock()
         self._last_save = time.monotonic()
         self._first_bad = torch.zeros((), dtype=torch.long, device=self.device)
         while self.step < end:
-            start = time.perf_counter()
             loss, finite = self.train_step()
-            elapsed = time.perf_counter() - start
-            self.train_seconds += elapsed
-            interval_seconds += elapsed
             step_tokens = cfg.batch_size * self.tokens_per_sample
             self.tokens_seen += step_tokens
             interval_tokens += step_tokens
@@ -408,6 +461,13 @@ class Trainer:
             due = self._due_now(end)
             # the host reads the device only here: on logging, evaluation and checkpoint steps (and the last)
             save_due = self._sync_health() if any(due.values()) else False
+            if any(due.values()) or self.step == warm_until:
+                synchronize(self.device)  # the queued work is done: the lap counts it
+                stretch = clock.lap()
+                self.train_seconds += stretch
+                interval_seconds += stretch
+                if self.step == warm_until and not due["log"] and self.step < end:
+                    interval_tokens, interval_seconds = 0, 0.0  # the log row after this measures steady steps only
             if due["log"]:
                 summed = all_reduce_mean(loss_sum / max(loss_count, 1))
                 mean_loss = float(summed) if loss_count else float("nan")
@@ -429,6 +489,8 @@ class Trainer:
                     row[f"{self.unit}_per_s"] = rate
                 if self.skipped_steps:
                     row["skipped_steps"] = self.skipped_steps
+                if self.step <= warm_until:  # this interval held the first steps (compilation): a slow rate
+                    row["warmup"] = True
                 metrics.write(row)
                 result.mfu = utilisation
                 waited = row["data_wait_s"] / max(row["wall"], 1e-9)
@@ -452,6 +514,8 @@ class Trainer:
                 self.save(pending_loss=(float(loss_sum), loss_count))
             if kept:
                 on_main(functools.partial(keep_checkpoint, self.out_dir, self.step))
+            if any(due.values()):
+                clock.lap()  # logging, evaluation and checkpoints are not training time
         bar.close()
         metrics.close()
         self.prefetcher.close()
@@ -605,7 +669,7 @@ class Trainer:
             state["run_config"] = self.run_config
         if self.branched_from is not None:
             state["branched_from"] = self.branched_from
-        sharded = self.cfg.strategy == "fsdp" and self.env.world_size > 1
+        sharded = is_sharded(self.model)  # FSDP saves through torch.distributed.checkpoint, also in a group of one
         save_checkpoint(self.out_dir, self.model, self.optimizer, state, self.model_config, sharded=sharded)
         self._last_save = time.monotonic()
 
