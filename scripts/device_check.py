@@ -11,8 +11,8 @@ Sections of ``device_check.json``:
   with each backend's time.
 - ``train``: ``Trainer.fit`` for GPT-2 Base and AoT-MSSA-L Base on synthetic tokens (vocabulary 50,257 in 50,304
   rows, context 1024, bf16, compile on): the first step's seconds (compilation), median step time and tokens/s
-  after the warm-up, the trainer's MFU beside an independent one (6·N + 12·L·d·T FLOPs per token, PaLM's count, over
-  the data-sheet peak), peak memory, the loss at the first and last step.
+  after the warm-up, the trainer's MFU beside an independent one (6·(N + V·d) + 12·L·d·T FLOPs per token, PaLM's
+  count with the head, over the data-sheet peak), peak memory, the loss at the first and last step.
 - ``ab``: 20-step A/B runs of AoT-MSSA-L Base: the vocabulary padded vs not, fused vs for-each AdamW, and the trainer
   as it is vs a host synchronisation after every step.
 - ``resume``: a run stopped at step 30 (its checkpoint's seconds and bytes) and resumed to 60, against the
@@ -187,6 +187,7 @@ def sdpa(device: torch.device, sizes: Sizes) -> dict[str, Any]:
 
 def _config(preset: str, sizes: Sizes, **changes: Any):  # type: ignore[no-untyped-def]
     shape = {k: v for k, v in (("n_layer", sizes.n_layer), ("n_embd", sizes.n_embd), ("n_head", sizes.n_head)) if v}
+    shape = {**shape, "head_dim": None} if shape else shape  # the head width follows the toy width
     fields = {"vocab_size": GPT2_VOCAB, "vocab_multiple": 64, "block_size": sizes.context, **shape, **changes}
     return preset_config(preset).replace(**fields)
 
@@ -230,10 +231,12 @@ def _trainer_flops(cfg: Any, context: int) -> float | None:
 
 
 def _independent_flops_per_token(model: torch.nn.Module, cfg: Any, context: int) -> float:
-    """PaLM's count: 6·N (N: parameters outside the embedding) + 12·L·d·T (attention), per token trained."""
+    """PaLM's count, per token trained: 6·(N + V·d) + 12·L·d·T, with N the parameters outside the embeddings, V·d
+    the LM head's matmul (tied to the embedding, so not in N) and 12·L·d·T the attention's two matmuls (no causal
+    discount: an upper bound where the trainer counts only what the mask leaves)."""
     embedding = sum(p.numel() for name, p in model.named_parameters() if "embed" in name)
     n = sum(p.numel() for p in model.parameters()) - embedding
-    return 6 * n + 12 * cfg.n_layer * cfg.n_embd * context
+    return 6 * (n + cfg.vocab_size * cfg.n_embd) + 12 * cfg.n_layer * cfg.n_embd * context
 
 
 def _timed_run(trainer: Trainer, device: torch.device) -> dict[str, Any]:
@@ -378,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
             record[name] = _guarded(name, part)
             write_text_atomic(args.out / "device_check.json", json.dumps(record, indent=2, default=str) + "\n")
     failed = [name for name, entry in record.items() if isinstance(entry, dict) and "error" in entry]
-    print(f"device_check: wrote {args.out / 'device_check.json'}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"device_check: wrote {args.out / 'device_check.json'}" + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -97,6 +97,7 @@ def train(task: str, extra: tuple[str, ...] = ()) -> Command:
     accept = {**SEED, "--steps": ("1000000000000",), "--lr": ("1000000000000.0",)}
     if task == "vision":
         accept["--label-smoothing"] = ("0",)
+        accept["--workers"] = ("0",)  # decode in the training loop
     texts: dict[str, PathArgv] = {"--config": lambda sb, p: [*base, "--out", sb.path("new"), "--config", p]}
     if task == "lm":
         texts["--corpus"] = lambda sb, p: [*base, "--out", sb.path("new"), "--corpus", p]

@@ -280,8 +280,8 @@ def test_a_row_is_its_image_through_the_recipe_with_the_sample_seed(imagenet: Pa
             j = broken + 1 if i == broken else i
             met += i == broken
             pixels = recipe(train.image(j), np.random.default_rng([3, step * 8 + r]))
-            expected = (torch.from_numpy(pixels).float() / 255.0 - 0.5) / 0.25
-            assert torch.equal(images[r], expected), (step, r)
+            expected = (torch.from_numpy(pixels).double() / 255.0 - 0.5) / 0.25  # normalised, in float64
+            torch.testing.assert_close(images[r].double(), expected, rtol=0, atol=1e-6, msg=str((step, r)))
             assert int(labels[r]) == int(train.labels[j])
     assert met == 1  # 24 samples over 24 images: the broken one once
     (name,) = s.unreadable
@@ -408,25 +408,26 @@ def test_an_interrupted_pack_resumes_to_the_same_bytes(
     train_shards = len(json.loads((shards / "meta.json").read_text())["splits"]["train"]["shards"])
     assert train_shards > 3
     kill_at = 2 if killed_in == "train" else train_shards + 1  # the third shard, or the second of test/
-    real = image_tars._write_shard
+    real = image_tars._OpenShard.close
     written: list[str] = []
 
-    def failing(path: Path, samples):
+    def failing(shard) -> int:
         if len(written) == kill_at:
             raise KeyboardInterrupt  # killed while writing a shard
-        written.append(path.name)
-        return real(path, samples)
+        written.append(shard.path.name)
+        return real(shard)
 
     out = tmp_path / "resumed"
-    monkeypatch.setattr(image_tars, "_write_shard", failing)
+    monkeypatch.setattr(image_tars._OpenShard, "close", failing)
     with pytest.raises(KeyboardInterrupt):
         pack_images(root, out, shard_bytes=8_000)
     assert (out / "progress.json").is_file() and not (out / "meta.json").exists()
+    assert not list(out.glob(".*.tmp"))  # the shard being written when it was interrupted is gone
     with pytest.raises(AotError, match="unfinished packing"):
         pack_images(root, out, shard_bytes=9_000)
     rewritten: list[str] = []
     monkeypatch.setattr(
-        image_tars, "_write_shard", lambda path, samples: (rewritten.append(path.name), real(path, samples))[1]
+        image_tars._OpenShard, "close", lambda shard: (rewritten.append(shard.path.name), real(shard))[1]
     )
     pack_images(root, out, shard_bytes=8_000)
     assert written[-1].startswith(f"{killed_in}-") and not set(written) & set(rewritten)  # finished shards kept

@@ -13,7 +13,8 @@ shards ``aot data pack-images`` wrote from it into ``--shards``, default ``FOLDE
   workers=N, ImageNet's mean / std)``, ``open_images`` with the default 10 % held out, ``recipe_of(..., 224, 3)``:
   RandomResizedCrop(224, scale 0.08-1) + flip, ``batch_source(..., batch_size=256, seed=0)``); ``get(0)`` is the
   warm-up (worker start, first batch), then ``get(1..STEPS)`` is timed: images/s = STEPS × 256 / that time. Batches
-  come out normalised float32, as the model gets them. N = 0 decodes in the calling process;
+  come out as uint8 pixels, as they travel to the training device (``ModelInputs`` normalises them there). N = 0
+  decodes in the calling process;
 - ``pil``: the limit, one process: ``Image.open(path).convert("RGB").resize((224, 224), Image.BILINEAR)`` over the
   very images ``get(1..STEPS)`` decodes (for ``tar``, ``Image.open`` of the bytes one ``pread`` returns), after the
   images of step 0 as a warm-up;
@@ -117,7 +118,7 @@ def trainer_stream(data_path: str, workers: int, batch_size: int, seed: int) -> 
     cfg = VisionDataConfig(dataset=data_path, workers=workers, mean=IMAGENET_MEAN, std=IMAGENET_STD)
     data = open_images(cfg.dataset, cfg.val_size)
     recipe = recipe_of(data, cfg, IMAGE_SIZE, 3)
-    return batch_source(data, cfg, batch_size, seed, recipe)
+    return batch_source(data, cfg, batch_size, seed, recipe)[0]  # (the stream, what normalises on the device)
 
 
 def children_cpu_s() -> float:
@@ -352,6 +353,7 @@ class Bench:
 
     def settings(self, method: str, source: str) -> dict[str, Any]:
         out = {"folder": str(self.folder), "source": source, "method": method, "shard_mb": SHARD_MB}
+        out["pipeline"] = PIPELINE.get(method.split("-")[0], "")  # a change of the measured code measures again
         if method != "pack":
             out.update(steps=self.steps, batch_size=BATCH_SIZE, image_size=IMAGE_SIZE)
         return out
@@ -411,6 +413,10 @@ class Bench:
         if not (self.shards / "meta.json").is_file():  # packing recorded earlier, shards deleted since
             subprocess.run(self.command("folder", "pack", self.shards), check=True, env=child_env())
 
+
+#: what changed in the measured code since a row was recorded: uint8 batches (normalised on the training device);
+#: shards written image by image
+PIPELINE = {"stream": "uint8 batches", "pack": "streamed shards"}
 
 MEDIAN_FIELDS = (
     *("images_s", "seconds", "wall_s", "peak_rss_mb", "peak_pss_mb", "max_process_hwm_mb", "cpu_s"),

@@ -167,18 +167,34 @@ def _header_bytes(info: tarfile.TarInfo) -> int:
     return len(info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape"))
 
 
-def _write_shard(path: Path, samples: list[tuple[str, str, bytes, int]]) -> tuple[list[tuple[int, int]], int]:
-    """Write ``(key, suffix, image bytes, label)`` pairs as one tar (atomically); returns each image's (offset, size)
-    and the shard's size in bytes."""
-    places = []
-    with atomic_target(path) as scratch, tarfile.open(scratch, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for key, suffix, raw, label in samples:
-            info = _member(f"{key}{suffix}", len(raw))
-            places.append((tar.offset + _header_bytes(info), len(raw)))
-            tar.addfile(info, io.BytesIO(raw))
-            text = f"{label}".encode()
-            tar.addfile(_member(f"{key}.cls", len(text)), io.BytesIO(text))
-    return places, path.stat().st_size
+class _OpenShard:
+    """A shard being written: each image is appended as it is read (memory holds one image, not a shard), into a
+    scratch file beside ``path`` that :meth:`close` renames into place once whole; :meth:`discard` removes it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a resumed packing removes a killed one
+        self.tar = tarfile.open(self.scratch, "w", format=tarfile.USTAR_FORMAT)
+        self.rows: list[tuple[int, int, int]] = []  # (offset, size, label) of each image
+        self.bytes = 0
+
+    def add(self, key: str, suffix: str, raw: bytes, label: int) -> None:
+        info = _member(f"{key}{suffix}", len(raw))
+        self.rows.append((self.tar.offset + _header_bytes(info), len(raw), label))
+        self.tar.addfile(info, io.BytesIO(raw))
+        text = f"{label}".encode()
+        self.tar.addfile(_member(f"{key}.cls", len(text)), io.BytesIO(text))
+        self.bytes = self.tar.offset
+
+    def close(self) -> int:
+        """Finish the tar, put it in place; its size in bytes."""
+        self.tar.close()
+        os.replace(self.scratch, self.path)
+        return self.path.stat().st_size
+
+    def discard(self) -> None:
+        self.tar.close()
+        self.scratch.unlink(missing_ok=True)
 
 
 def _save_array(path: Path, array: np.ndarray) -> None:
@@ -244,26 +260,32 @@ class _SplitPacker:
         split_number = int.from_bytes(self.split.encode()[:8], "little")  # each split its own shuffle
         order = np.random.default_rng([seed, split_number]).permutation(len(self.images))
         rows = self._finished_rows()
-        position, batch, batch_bytes = self.state["next"], [], 0
-        while position < len(self.images):
-            i = int(order[position])
-            position += 1
-            path = self.images.path(i)
-            try:
-                raw = path.read_bytes()
-            except OSError:
-                raw = b""
-            if not _identify(raw):
-                reason = "empty file" if not raw else "not readable as an image"
-                self.state["skipped"][reason] = self.state["skipped"].get(reason, 0) + 1
-                continue
-            batch.append((f"{position - 1:08d}", path.suffix.lower(), raw, int(self.images.labels[i])))
-            batch_bytes += len(raw) + 1536  # two tar headers and padding
-            if batch_bytes >= self.shard_bytes or position == len(self.images):
-                self._flush(batch, rows, position, start)
-                batch, batch_bytes = [], 0
-        if batch:
-            self._flush(batch, rows, position, start)
+        position, shard = self.state["next"], None
+        try:
+            while position < len(self.images):
+                i = int(order[position])
+                position += 1
+                path = self.images.path(i)
+                try:
+                    raw = path.read_bytes()
+                except OSError:
+                    raw = b""
+                if not _identify(raw):
+                    reason = "empty file" if not raw else "not readable as an image"
+                    self.state["skipped"][reason] = self.state["skipped"].get(reason, 0) + 1
+                    continue
+                if shard is None:
+                    shard = _OpenShard(self.out / f"{self.split}-{len(self.state['shards']):06d}.tar")
+                shard.add(f"{position - 1:08d}", path.suffix.lower(), raw, int(self.images.labels[i]))
+                if shard.bytes >= self.shard_bytes:
+                    self._finish(shard, rows, position, start)
+                    shard = None
+            if shard is not None:
+                self._finish(shard, rows, position, start)
+                shard = None
+        finally:
+            if shard is not None:  # interrupted: the finished shards stay, this one goes (rerun to resume)
+                shard.discard()
         index = np.zeros(len(rows), dtype=INDEX_DTYPE)
         if rows:
             table = np.asarray(rows, dtype=np.int64)
@@ -277,21 +299,19 @@ class _SplitPacker:
         saved = np.load(self.out / f".{self.split}-rows.npy")
         return [(a, b, c, d) for a, b, c, d in saved.tolist() if a < len(self.state["shards"])]
 
-    def _flush(self, batch: list[tuple[str, str, bytes, int]], rows: list, position: int, start: float) -> None:
+    def _finish(self, shard: _OpenShard, rows: list, position: int, start: float) -> None:
+        """Close ``shard``, record its images' index rows and the progress (the packing resumes after it)."""
         number = len(self.state["shards"])
-        name = f"{self.split}-{number:06d}.tar"
-        places, size = _write_shard(self.out / name, batch)
-        rows.extend(
-            (number, offset, length, label) for (offset, length), (*_, label) in zip(places, batch, strict=True)
-        )
+        size = shard.close()
+        rows.extend((number, offset, length, label) for offset, length, label in shard.rows)
         _save_array(self.out / f".{self.split}-rows.npy", np.asarray(rows, dtype=np.int64).reshape(-1, 4))
-        self.state["shards"].append({"name": name, "images": len(batch), "bytes": size})
+        self.state["shards"].append({"name": shard.path.name, "images": len(shard.rows), "bytes": size})
         self.state["next"] = position
         self.save()
         if self.progress:
             done = f"{position:,} / {len(self.images):,} images"
             elapsed = time.perf_counter() - start
-            self.progress(f"{self.split}: {done}, {name} ({size / 1e6:,.0f} MB), {elapsed:,.0f}s")
+            self.progress(f"{self.split}: {done}, {shard.path.name} ({size / 1e6:,.0f} MB), {elapsed:,.0f}s")
 
 
 def pack_images(

@@ -33,6 +33,9 @@ from aot.tasks.vision_inputs import VisionData, batch_source, evaluate_split, re
 from aot.train.trainer import Trainer, TrainResult
 
 
+MAX_WORKERS = 256  # decoding processes per training process
+
+
 @dataclass
 class VisionDataConfig:
     """dataset: fashion-mnist, mnist, digits, hf:NAME, or a folder: ImageNet's layout (train/CLASS + val/CLASS),
@@ -83,8 +86,10 @@ class VisionDataConfig:
             )
         if min(self.mixup, self.cutmix) < 0 or not 0 <= self.mix_prob <= 1 or not 0 <= self.switch_prob <= 1:
             raise ConfigError("data.mixup and data.cutmix must be >= 0, data.mix_prob and data.switch_prob in [0, 1]")
-        if self.workers is not None and self.workers < 0:
-            raise ConfigError(f"data.workers={self.workers} must be >= 0 (0 decodes in the training loop)")
+        if self.workers is not None and not 0 <= self.workers <= MAX_WORKERS:
+            raise ConfigError(
+                f"data.workers={self.workers} must be 0 (decode in the training loop) to {MAX_WORKERS} processes"
+            )
         for name in ("mean", "std"):
             value = getattr(self, name)
             if value is not None and (len(value) not in (1, 3) or (name == "std" and min(value) <= 0)):
@@ -310,8 +315,16 @@ class VisionTask(Task[VisionData]):
         options=(
             TaskOption(
                 "--data",
-                f"image set: {', '.join(IMAGE_SETS)}, a folder with one sub-folder per class, or hf:NAME",
+                f"image set: {', '.join(IMAGE_SETS)}, hf:NAME, or a folder: ImageNet's train/ + val/ class folders, "
+                "class folders, or tar shards from `aot data pack-images`",
                 sets_field("data", "dataset"),
+            ),
+            TaskOption(
+                "--workers",
+                f"processes decoding a folder's images, per training process (0: in the loop; default: the cores, "
+                f"less one, up to 8; at most {MAX_WORKERS})",
+                sets_field("data", "workers"),
+                kind=int,
             ),
             TaskOption(
                 "--init-from",

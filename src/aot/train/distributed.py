@@ -8,6 +8,7 @@ gradients (DDP) or shards parameters, gradients and optimizer state (FSDP, ``ful
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -111,6 +112,9 @@ def wrap_model(
             block.compile()
         fully_shard(block, **options)  # FULL_SHARD: each block's parameters are gathered only while it runs
     fully_shard(model, **options)
+    # an aligned vocabulary's logits are a view (cut back to vocab_size); FSDP warns that an in-place op on a view
+    # output would skip its backward hook: nothing here modifies logits in place (the loss is taken out of place)
+    warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor", category=UserWarning)
     return model
 
 
