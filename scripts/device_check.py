@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -51,7 +52,7 @@ from aot.data.shards import LMBatches
 from aot.models import build_model, preset_config
 from aot.run_folder import write_text_atomic
 from aot.train.distributed import unwrap
-from aot.train.trainer import WARMUP_STEPS, Trainer, TrainConfig, read_metrics
+from aot.train.trainer import WARMUP_STEPS, TrainConfig, Trainer, read_metrics
 
 GPT2_VOCAB = 50_257
 
@@ -92,7 +93,7 @@ def _guarded(name: str, part: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         entry = part()
-    except Exception as exc:  # noqa: BLE001 - every part's failure is recorded, the others still run
+    except Exception as exc:
         frames = traceback.format_exception(exc)[-3:]
         entry = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0], "trace": "".join(frames)}
     entry["seconds"] = time.perf_counter() - start
@@ -246,7 +247,7 @@ def _timed_run(trainer: Trainer, device: torch.device) -> dict[str, Any]:
     result = trainer.fit()
     rows = [r for r in read_metrics(trainer.out_dir) if not r.get("eval")]
     steady = [r for r in rows if r["step"] > WARMUP_STEPS and not r.get("warmup")]
-    step_seconds = [r["train_seconds"] - prev["train_seconds"] for prev, r in zip(rows, rows[1:], strict=False)]
+    step_seconds = [r["train_seconds"] - prev["train_seconds"] for prev, r in itertools.pairwise(rows)]
     steady_seconds = step_seconds[WARMUP_STEPS:] or step_seconds
     median = statistics.median(steady_seconds) if steady_seconds else float("nan")
     tokens_per_step = trainer.cfg.batch_size * trainer.tokens_per_sample

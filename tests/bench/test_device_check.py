@@ -30,7 +30,7 @@ def test_the_device_check_runs_on_the_cpu_and_records_every_part(tmp_path):
     for preset in ("gpt2-base", "aot-mssa-l-base"):
         run = record["train"][preset]
         assert run["steps"] == record["sizes"]["steps"] and math.isfinite(run["loss_last"])
-        assert run["median_step_seconds"] > 0 and run["tokens_per_s"] > 0 and 0 < run["mfu_independent"]
+        assert run["median_step_seconds"] > 0 and run["tokens_per_s"] > 0 and run["mfu_independent"] > 0
     assert set(record["ab"]) >= {"baseline", "vocab_unpadded", "adamw_foreach", "sync_every_step"}
     assert record["resume"]["max_abs_diff_vs_uninterrupted"] == 0.0  # deterministic kernels, resumed exactly
     assert record["resume"]["checkpoint_bytes"] > 0

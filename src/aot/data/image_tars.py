@@ -174,7 +174,7 @@ class _OpenShard:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a resumed packing removes a killed one
-        self.tar = tarfile.open(self.scratch, "w", format=tarfile.USTAR_FORMAT)
+        self.tar = tarfile.open(self.scratch, "w", format=tarfile.USTAR_FORMAT)  # noqa: SIM115 - open across adds
         self.rows: list[tuple[int, int, int]] = []  # (offset, size, label) of each image
         self.bytes = 0
 

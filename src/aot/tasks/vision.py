@@ -32,7 +32,6 @@ from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, mo
 from aot.tasks.vision_inputs import VisionData, batch_source, evaluate_split, recipe_of, uses_workers
 from aot.train.trainer import Trainer, TrainResult
 
-
 MAX_WORKERS = 256  # decoding processes per training process
 
 
