@@ -137,3 +137,16 @@ def test_default_corpus_is_fetched_when_missing(tmp_path, monkeypatch, capsys):
     assert len(fetched) == 1 and corpora.is_fetched("shakespeare")
     assert json.loads((out / "results.json").read_text())["config"]["data"]["corpus"] == "shakespeare"
     assert "fetching shakespeare" in capsys.readouterr().out
+
+
+def test_a_model_preset_on_a_recipe_says_what_it_replaces(capsys):
+    """`--model P` swaps the recipe's model for preset P as it is; the recipe's own model settings (cpu-quick's
+    rotary positions and init 0.05) are dropped, and one line on stderr names them and how to keep them."""
+    assert main(["train", "lm", "--model", "aot-mssa-l-cpu", "--dump-config"]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if "replaces" in line]
+    assert len(lines) == 1 and "position=rope" in lines[0] and "init_std=0.05" in lines[0]
+    assert "--set model.position=rope" in lines[0]
+    assert "aot-mssa-l-cpu" in captured.out and "rope" not in captured.out.split("model:", 1)[1].split("train:")[0]
+    assert main(["train", "lm", "--preset", "cpu-quick", "--dump-config"]) == 0  # no swap: nothing said
+    assert "replaces" not in capsys.readouterr().err

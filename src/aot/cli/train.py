@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,8 @@ def build_run(task: Task, args: argparse.Namespace) -> Any:
 def run_command(task: Task, args: argparse.Namespace) -> int:
     run = build_run(task, args)
     if args.dump_config:
+        for note in run.notes:
+            print(f"aot: {note}", file=sys.stderr)
         print(yaml.safe_dump(run.to_dict(), sort_keys=False), end="")
         return 0
     results = run_task(task, run, args.out, args.device, branch_from=args.branch_from, **fit_options(args))

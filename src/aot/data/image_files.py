@@ -11,7 +11,9 @@ Layouts (:func:`open_image_files`):
   positions of the class names in ``ROOT/classes.txt`` when that file exists (one folder name per line: the ids of a
   subset stay those of the full set), else the sorted train folder names (for ImageNet-1K: the standard ids).
 - **class folders**: ``ROOT/CLASS/*``, split 80/20 into train / test by a fixed seeded permutation.
-- **tar shards** written by ``aot data pack-images`` (:mod:`aot.data.image_tars`): a folder with ``meta.json``.
+
+(Tar shards written by ``aot data pack-images``, a folder with ``meta.json``, are read by :mod:`aot.data.image_tars`;
+:func:`aot.data.images.open_images` picks between the two.)
 
 Files whose suffix is not an image's (``notes.txt``, ``.DS_Store``) and hidden files are skipped and counted. A file
 that cannot be decoded (corrupt, zero bytes) is found when a worker reads it: see
@@ -241,14 +243,11 @@ def _class_folder_layout(root: Path, seed: int) -> ImageFiles:
 
 
 def open_image_files(root: Path, seed: int = 0) -> ImageFiles:
-    """List the images under ``root`` in the first layout that fits (see the module docstring); nothing is decoded."""
+    """List the images of folder ``root`` in the first layout that fits, ImageNet's or class folders (see the module
+    docstring); nothing is decoded."""
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
         raise AotError(f"image folder {str(root)!r} {what}; give a folder of class folders, ImageNet's or tar shards")
-    if (root / "meta.json").is_file():
-        from aot.data.image_tars import open_image_shards
-
-        return open_image_shards(root)
     if (root / "train").is_dir():
         if any((root / name).is_dir() for name in EVAL_FOLDERS):
             return _imagenet_layout(root)

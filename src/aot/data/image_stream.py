@@ -291,15 +291,3 @@ def subset_indices(n: int, limit: int | None, seed: int = 0) -> np.ndarray:
     if limit is None or limit >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
-
-
-def sample_stats(split: ImageSplit, recipe: ImageRecipe, images: int, workers: int) -> tuple[list[float], list[float]]:
-    """Per-channel mean and standard deviation (0-1 scale) of ``images`` training images (a fixed seeded sample) after
-    the evaluation recipe: the normalisation of a set that brings none."""
-    from aot.data.images import channel_stats
-
-    sample = subset_indices(len(split), images, seed=1)
-    chunks = [pixels for pixels, _ in eval_batches(split, recipe, sample, 256, workers, None)]
-    if not chunks:
-        raise AotError("no training image could be decoded to compute the normalisation; check the data set")
-    return channel_stats(torch.cat(chunks))

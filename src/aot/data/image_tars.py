@@ -324,9 +324,9 @@ def pack_images(
     """Pack the folder ``source`` (any layout :func:`aot.data.image_files.open_image_files` reads) into tar shards of
     about ``shard_bytes`` each in ``out``; returns meta.json's content. Files that are empty or do not open as images
     are skipped and counted. Resumable: rerun the same command after an interruption."""
-    data = open_image_files(source, seed=seed)
-    if data.layout == "tar-shards":
+    if (source / "meta.json").is_file():
         raise AotError(f"{source} is already packed (it has meta.json); train from it with --data {source}")
+    data = open_image_files(source, seed=seed)
     settings = {"source": str(source.resolve()), "shard_bytes": shard_bytes, "seed": seed}
     done = _resume_state(out, settings)
     progress_path = out / "progress.json"

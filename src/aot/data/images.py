@@ -39,6 +39,7 @@ import torch
 from aot.data.corpora import data_dir
 from aot.data.hub import load_hub_dataset
 from aot.data.image_files import ImageFiles, hold_out, open_image_files
+from aot.data.image_tars import open_image_shards
 from aot.data.image_transforms import Mixing
 from aot.errors import AotError
 
@@ -290,7 +291,8 @@ def open_images(spec: str = DEFAULT_IMAGE_SET, val_size: int | float = 0.1, seed
     with ``val_size`` training images held out as ``val`` by a fixed seeded permutation (a count, or a fraction)."""
     if not is_folder_spec(spec):
         return load_images(spec, val_size, seed)
-    files = open_image_files(Path(spec).expanduser(), seed)
+    root = Path(spec).expanduser()
+    files = open_image_shards(root) if (root / "meta.json").is_file() else open_image_files(root, seed)
     train = files.splits["train"]
     n_val = round(val_size * len(train)) if isinstance(val_size, float) else int(val_size)
     files.splits["train"], files.splits["val"] = hold_out(train, n_val, seed)
@@ -458,3 +460,16 @@ def eval_pixels(
     if not batches:
         raise AotError(f"none of the {len(indices)} chosen {split} images can be decoded; check the data set")
     return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+
+
+def sample_stats(split: Any, recipe: Any, images: int, workers: int) -> tuple[list[float], list[float]]:
+    """Per-channel mean and standard deviation (0-1 scale) of ``images`` training images of ``split`` (a fixed seeded
+    sample) after the evaluation recipe (:class:`aot.data.image_transforms.ImageRecipe`): the normalisation of a set
+    that brings none."""
+    from aot.data.image_stream import eval_batches, subset_indices
+
+    sample = subset_indices(len(split), images, seed=1)
+    chunks = [pixels for pixels, _ in eval_batches(split, recipe, sample, 256, workers, None)]
+    if not chunks:
+        raise AotError("no training image could be decoded to compute the normalisation; check the data set")
+    return channel_stats(torch.cat(chunks))

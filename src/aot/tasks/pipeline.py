@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -63,6 +64,9 @@ def _run_locked(
     stop_at: int | None,
     branch_from: str | Path | None,
 ) -> dict[str, Any]:
+    if is_main:
+        for note in run.notes:  # said once the run holds its folder: a refused run prints only its one line
+            print(f"aot: {note}", file=sys.stderr, flush=True)
     data = task.load_data(run, is_main)
     seed = run.train.seed
     torch.manual_seed(seed)

@@ -49,6 +49,8 @@ class TaskRun:
     """
 
     task: ClassVar[str] = ""  # the model task (ModelConfig.task) this run trains: lm, image, icl
+    #: what building the run decided that the user should hear (said once the run starts, or with --dump-config)
+    notes: ClassVar[list[str]] = []
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # the task's named training presets
     model: dict[str, Any]
     train: TrainConfig
@@ -63,15 +65,27 @@ class TaskRun:
         model_preset: str | None = None,
     ) -> R:
         """Preset < config file < flags < ``--set`` assignments (:func:`aot.layering.layer`), validated.
-        ``model_preset`` swaps the model for a preset as it is (the training preset's model overrides are
-        dropped, except its context / image size)."""
+        ``model_preset`` swaps the model for a preset as it is: the training preset's model overrides are dropped,
+        except its context / image size, and one line on stderr names what was dropped (never silently)."""
         if preset not in cls.presets:
             raise ConfigError(f"unknown {cls.task} preset {preset!r}; use one of {', '.join(cls.presets)}")
         merged = dict(cls.presets[preset])
+        notes = []
         if model_preset:
-            kept = {k: v for k, v in merged.get("model", {}).items() if k in ("block_size", "image_size")}
+            recipe_model = merged.get("model", {})
+            kept = {k: v for k, v in recipe_model.items() if k in ("block_size", "image_size")}
+            dropped = {k: v for k, v in recipe_model.items() if k not in ("preset", *kept)}
+            if dropped:
+                settings = ", ".join(f"{k}={v}" for k, v in dropped.items())
+                again = " ".join(f"--set model.{k}={v}" for k, v in dropped.items())
+                notes.append(
+                    f"--model {model_preset} replaces preset {preset}'s model {recipe_model.get('preset')} and its "
+                    f"settings {settings}; to keep them add {again}"
+                )
             merged = {**merged, "model": {"preset": model_preset, **kept}}
-        return cls.from_dict(layer(merged, cls.sections(), config_file, flags, sets))
+        run = cls.from_dict(layer(merged, cls.sections(), config_file, flags, sets))
+        vars(run)["notes"] = notes  # this run's own notes (the class holds the empty default)
+        return run
 
     @classmethod
     def sections(cls) -> tuple[str, ...]:

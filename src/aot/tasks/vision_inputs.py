@@ -28,11 +28,10 @@ from aot.data.image_stream import (
     Normaliser,
     default_workers,
     eval_batches,
-    sample_stats,
     subset_indices,
 )
 from aot.data.image_transforms import ImageRecipe, Mixing
-from aot.data.images import EpochOrder, ImageBatches, ImageData
+from aot.data.images import EpochOrder, ImageBatches, ImageData, sample_stats
 from aot.eval.vision import classify_counts, evaluate_classifier, scores_of
 
 VisionData = ImageData | ImageFiles
