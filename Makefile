@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 # timm for `make install-timm` (aot[timm]); not in requirements-ci.txt: its torchvision must match the torch build
 TIMM ?= timm==1.0.31
 
-.PHONY: install install-timm run report test test-all lint typecheck check clean
+.PHONY: install install-timm run report docs test test-all lint typecheck check clean
 
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -34,6 +34,9 @@ report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs
 	-$(AOT) data fetch fashion-mnist
 	$(AOT) reproduce --preset quick --out runs/report
 
+docs: $(STAMP)  ## the documentation site (mkdocs.yml) into site/, strict: a broken link or reference fails
+	$(VENV)/bin/mkdocs build --strict
+
 test: $(STAMP) lint typecheck  ## lint, type-check and run the default test suite (slow tests excluded)
 	$(PY) -m pytest
 
@@ -49,4 +52,4 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,5 +1,5 @@
-"""docs/math.md names real functions and real tests; the README's presets table is current; no file points outside
-the repository."""
+"""docs/math.md names real functions and real tests; the presets table (docs/presets.md) is current; no file points
+outside the repository."""
 
 from __future__ import annotations
 
@@ -36,11 +36,11 @@ def test_math_md_test_reference_exists(path, name):
     assert name in names, f"{path} has no test {name}"
 
 
-def test_readme_presets_table_matches_aot_models():
+def test_presets_page_table_matches_aot_models():
     pytest.importorskip("mambapy", reason="the table lists the mamba presets, which need aot[mamba] to build")
     from aot.models.preset_table import markdown_table, preset_rows
 
-    assert markdown_table(preset_rows()) in (ROOT / "README.md").read_text()
+    assert markdown_table(preset_rows()) in (ROOT / "docs" / "presets.md").read_text()
 
 
 # Paths a clone does not have: the project's background folder, files that live only there, absolute paths of the

@@ -1,9 +1,9 @@
-"""The README's bench blocks (section "Cost side by side"), rendered from the records beside this script:
+"""The bench blocks of docs/guide/bench.md ("Cost side by side"), rendered from the records beside this script:
 ``<!-- bench:models -->`` from `aot bench`'s results.json, ``<!-- bench:speed -->`` from generation.py,
 attention_paths.py, long_context_memory.py, rope_cache.py, precision_ab.py and compiled.py.
-tests/bench/test_bench_scripts.py checks that the README holds exactly these blocks.
+tests/bench/test_bench_scripts.py checks that the guide holds exactly these blocks.
 
-    python benchmarks/bench/readme_rows.py            # rewrite the README's block from the records
+    python benchmarks/bench/readme_rows.py            # rewrite the guide's blocks from the records
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 from aot.runinfo import replace_marked_block
 
 HERE = Path(__file__).parent
-README = HERE.parents[1] / "README.md"
+README = HERE.parents[1] / "docs" / "guide" / "bench.md"  # where the blocks live (the name is kept)
 MARKER = "bench:speed"
 MODELS_MARKER = "bench:models"
+LINKS = "../../"  # the rows link to benchmarks/bench/*.md, relative to the guide (docs/guide/)
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def block() -> str:
         + " (against recomputing them in every layer) |"
     )
     lines += [precision_row(_load("precision_ab")), compiled_row(_load("compiled"))]
-    return "\n".join(lines)
+    return "\n".join(lines).replace("](benchmarks/bench/", f"]({LINKS}benchmarks/bench/")
 
 
 def precision_row(record: dict[str, Any]) -> str:
@@ -126,7 +127,7 @@ def compiled_row(record: dict[str, Any]) -> str:
     )
 
 
-MODEL_ROWS = [  # (group, label) of results.json's model table shown in the README, in this order
+MODEL_ROWS = [  # (group, label) of results.json's model table shown in the guide, in this order
     ("matched width/depth", "AoT-MSSA (tied)"),
     ("matched width/depth", "AoT-MSSA (W_O)"),
     ("matched width/depth", "AoT-MHSA"),

@@ -4,7 +4,8 @@ below the bigram it is, the same model at 4x the tokens where recorded, and the 
 
     PYTHONPATH=src python benchmarks/lm/headline.py            # print the table
     PYTHONPATH=src python benchmarks/lm/headline.py --write    # and rewrite the <!-- lm:headline --> blocks of
-                                                               # README.md and benchmarks/lm/README.md, the
+                                                               # docs/guide/language.md and
+                                                               # benchmarks/lm/README.md, the
                                                                # <!-- lm:along --> block of the latter, and
                                                                # draw quality_per_compute-headline.png
 
@@ -27,6 +28,7 @@ from aot.sweep.selection import mean_curve
 from aot.sweep.training import build_run
 
 HERE = Path(__file__).resolve().parent
+GUIDE = HERE.parents[1] / "docs" / "guide" / "language.md"  # the language guide, whose headline is this table
 #: tags whose rows make the headline (all with rotary positions, 1.02 M tokens); ``rope-4x`` fills the 4x column
 TAGS = ("rope", "rope-wide", "tied-recipe")
 LONGER = "rope-4x"
@@ -287,12 +289,14 @@ def along_markdown(store: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help="rewrite the lm:headline blocks of both READMEs")
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite the lm:headline blocks of the guide and the README"
+    )
     args = parser.parse_args(argv)
     store = read_store(HERE / "results.json")
     print(markdown(store))
     if args.write:
-        for path, commands in ((HERE.parents[1] / "README.md", False), (HERE / "README.md", True)):
+        for path, commands in ((GUIDE, False), (HERE / "README.md", True)):
             text = path.read_text()
             text = replace_marked_block(text, BLOCK, markdown(store, commands), path.name)
             if commands:

@@ -49,6 +49,7 @@ from aot.tasks import TaskRun
 from aot.tasks.recall import RECALL_BLOCKS, study_sets
 
 HERE = Path(__file__).resolve().parent
+GUIDE = HERE.parents[1] / "docs" / "guide" / "language.md"  # its "Can AoT recall?" quotes the summary
 RESULTS, COST = HERE / "results.json", HERE / "cost.json"
 PRESET = "cpu-quick"
 #: how results.json is read: a config is tag / block / width / length / pairs / vocabulary / steps; summaries show the
@@ -203,7 +204,8 @@ def markdown(store: dict) -> str:
 
 
 def readme_table(store: dict, tag: str) -> str:
-    """The README's <!-- recall:summary --> block: a row per block, a column per (width, length, pairs) of ``tag``,
+    """The <!-- recall:summary --> block (docs/guide/language.md, this README): a row per block, a column per
+    (width, length, pairs) of ``tag``,
     each cell the test accuracy per query at the point's best lr (mean over its seeds), and the chance level of
     guessing among the sequence's values (1 / pairs)."""
     from aot.sweep.render import table
@@ -251,12 +253,13 @@ def readme_table(store: dict, tag: str) -> str:
 
 
 def render(store: dict, folder: Path = HERE, tags: list[str] | None = None) -> list[Path]:
-    """Rewrite ``folder``/table.md, per tag the two accuracy figures, and (for the recorded store) the README's
-    <!-- recall:summary --> block from the study (tag main) or, until it has runs, the quick grid."""
+    """Rewrite ``folder``/table.md, per tag the two accuracy figures, and (for the recorded store) the
+    <!-- recall:summary --> blocks of the README and the language guide from the study (tag main) or, until it
+    has runs, the quick grid."""
     write_text_atomic(folder / "table.md", markdown(store))
     if folder == HERE:
         tag = "main" if any(r["tag"] == "main" for r in store["runs"]) else "quick"
-        for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
+        for readme in (HERE / "README.md", GUIDE):
             text = replace_marked_block(readme.read_text(), "recall:summary", readme_table(store, tag), readme)
             write_text_atomic(readme, text)
     points = summary_points(SPEC.summaries(store["runs"]))

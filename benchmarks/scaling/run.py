@@ -1,4 +1,4 @@
-"""The scaling study of issue 27: GPT-2, AoT-MHSA, AoT-MSSA (learned W_O) and tied AoT-MSSA at several sizes and
+"""The scaling study: GPT-2, AoT-MHSA, AoT-MSSA (learned W_O) and tied AoT-MSSA at several sizes and
 token budgets, on Shakespeare bytes, each run recorded in benchmarks/scaling/results.json as it lands.
 
 Method (see benchmarks/scaling/README.md for the reasons and the CPU plan):
@@ -59,6 +59,7 @@ from aot.sweep.scaling.runs import ScalingRun
 from aot.sweep.scaling.schedule_check import schedule_markdown, schedule_pairs, schedule_summary, verdict
 
 HERE = Path(__file__).resolve().parent
+GUIDE = HERE.parents[1] / "docs" / "guide" / "language.md"  # its "Does the gap close with scale?"
 RESULTS = HERE / "results.json"
 RUNS = Path("runs/scaling")
 TOKENS_PER_STEP = 16 * 256
@@ -543,7 +544,7 @@ def render() -> int:
     shared_fit = json.loads(shared.read_text()) if shared.is_file() else None
     waiting = plan.settings.get("waiting", [])
     block = readme_summary(fit, check, len(rows), waiting, matched_block(rows), shared_fit, holdout_block(rows))
-    for readme in (HERE / "README.md", HERE.parents[1] / "README.md"):
+    for readme in (HERE / "README.md", GUIDE):
         write_text_atomic(readme, replace_marked_block(readme.read_text(), "scaling:summary", block, readme))
         print(f"Wrote the scaling:summary block of {readme}")
     return 0
@@ -662,7 +663,8 @@ def readme_summary(
     shared: dict[str, Any] | None = None,
     held_out: str = "",
 ) -> str:
-    """The <!-- scaling:summary --> block of the READMEs: the fitted exponents, the frontier gap at the largest run,
+    """The <!-- scaling:summary --> block of this README and docs/guide/language.md: the fitted exponents, the
+    frontier gap at the largest run,
     the laws read at the paper's sizes beside the paper's gaps, ``matched`` (the law-free gaps at matched size and
     budget, :func:`matched_block`) and the WSD-against-cosine verdict, all from fit/results.json and results.json
     (nothing typed by hand)."""

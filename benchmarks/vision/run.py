@@ -4,7 +4,7 @@ and CRATE on Fashion-MNIST (and MNIST), equal epochs, several seeds; plus the ab
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py ablation --lock /tmp/aot-cpu.lock
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py main --lock /tmp/aot-cpu.lock
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/run.py main --data mnist --seeds 0 --lock ...
-    PYTHONPATH=src python benchmarks/vision/run.py report   # rewrite table.md, accuracy.png and the README's table
+    PYTHONPATH=src python benchmarks/vision/run.py report   # rewrite table.md, accuracy.png and the guide's table
 
 Every run goes through `aot.tasks.run_task` (the code behind `aot train vision`) by the sweep engine `aot.sweep`
 (the code behind `aot sweep`): finished runs (a whole results.json in their folder) are skipped when the script
@@ -34,8 +34,8 @@ from aot.sweep.training import build_run
 from aot.tasks import TaskRun
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parents[1] / "README.md"
-README_MARKER = "vision:table"  # the README's table, rendered by readme_table() from results.json
+README = HERE.parents[1] / "docs" / "guide" / "vision.md"  # the vision guide (the name is kept for the tests)
+README_MARKER = "vision:table"  # the guide's table, rendered by readme_table() from results.json
 RESULTS = HERE / "results.json"
 SPEC = SweepSpec(task="vision")  # the rows' presets vary: each row names its own
 MODELS = ["aot-mssa", "aot-mhsa", "transformer", "crate"]  # training presets of `aot train vision`
@@ -232,7 +232,7 @@ def report() -> None:
 
 
 def readme_table(store: dict) -> str:
-    """The README's table: test top-1 % (mean ± sd over seeds) of every model shape of the main runs, one column
+    """The vision guide's table: test top-1 % (mean ± sd over seeds) of every model shape of the main runs, one column
     per data set and budget (Fashion-MNIST first, longest budget first)."""
     rows = [r for r in store["runs"] if r["tag"] == "main"]
     columns = sorted(

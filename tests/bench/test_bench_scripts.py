@@ -124,13 +124,13 @@ def test_long_context_memory_fit_and_recorded_table():
 
 def test_readme_speed_rows_are_rendered_from_the_records():
     rows = load_script("readme_rows")
-    readme = (BENCH.parents[1] / "README.md").read_text()
+    readme = rows.README.read_text()  # docs/guide/bench.md
     assert f"<!-- {rows.MARKER} -->\n{rows.block()}\n<!-- /{rows.MARKER} -->" in readme
 
 
 def test_readme_model_rows_are_rendered_from_the_bench_record():
     rows = load_script("readme_rows")
-    readme = (BENCH.parents[1] / "README.md").read_text()
+    readme = rows.README.read_text()  # docs/guide/bench.md
     assert f"<!-- {rows.MODELS_MARKER} -->\n{rows.models_block()}\n<!-- /{rows.MODELS_MARKER} -->" in readme
     record = json.loads((BENCH / "results.json").read_text())
     gpt2 = next(r for r in record["models"] if (r["group"], r["label"]) == ("matched width/depth", "GPT-2"))
@@ -160,7 +160,7 @@ def test_compiled_models_compute_the_eager_loss_and_gradients():
 
 
 def test_readme_vision_table_is_rendered_from_the_vision_record():
-    """The README's vision table (test top-1 per model, data set and budget) is exactly what
+    """The vision guide's table (docs/guide/vision.md: test top-1 per model, data set and budget) is exactly what
     benchmarks/vision/run.py renders from benchmarks/vision/results.json."""
     vision = load_benchmark("vision_run", BENCH.parent / "vision" / "run.py")
     store = json.loads((BENCH.parent / "vision" / "results.json").read_text())

@@ -1,4 +1,4 @@
-"""Python started by the package never imports from the caller's working directory (README "What is guaranteed"):
+"""Python started by the package never imports from the caller's working directory (docs/guarantees.md):
 `aot reproduce` started in a folder holding a `yaml.py` (a module every `aot` command imports) runs its steps
 without importing it; the same for the helper's two forms (``-P`` and the bootstrap of Pythons before 3.11) and for
 torchrun's workers."""

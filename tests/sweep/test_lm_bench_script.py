@@ -307,14 +307,15 @@ def test_every_headline_command_plans_exactly_the_recorded_runs_behind_its_row(b
 
 
 def test_recorded_table_and_headline_blocks_are_rendered_from_results_json(bench):
-    """table.md, the headline block of both READMEs and the gap-along block are exactly what the scripts render
-    from results.json (a changed rule or a new row shows here until they are re-rendered)."""
+    """table.md, the headline block of the language guide and benchmarks/lm/README.md and the gap-along block are
+    exactly what the scripts render from results.json (a changed rule or a new row shows here until they are
+    re-rendered)."""
     from aot.runinfo import replace_marked_block
 
     headline = load_script("bench_lm_headline_blocks", LM_BENCH / "headline.py")
     store = read_store(LM_BENCH / "results.json")
     assert (LM_BENCH / "table.md").read_text() == bench.markdown(store)
-    for path, commands in ((LM_BENCH.parents[1] / "README.md", False), (LM_BENCH / "README.md", True)):
+    for path, commands in ((headline.GUIDE, False), (LM_BENCH / "README.md", True)):
         text = path.read_text()
         rendered = replace_marked_block(text, headline.BLOCK, headline.markdown(store, commands), path.name)
         if commands:

@@ -120,12 +120,12 @@ def test_hits_script_decomposes_the_gap_of_two_tiny_lm_runs(tmp_path: Path) -> N
 
 
 def test_the_readmes_recall_block_is_the_recorded_grid(bench) -> None:
-    """The <!-- recall:summary --> blocks of README.md and benchmarks/recall/README.md are what --render writes from
-    the committed results.json (a grid that lands without --render fails here)."""
+    """The <!-- recall:summary --> blocks of docs/guide/language.md and benchmarks/recall/README.md are what --render
+    writes from the committed results.json (a grid that lands without --render fails here)."""
     from aot.runinfo import replace_marked_block
 
     store = read_store(BENCH / "results.json")
     tag = "main" if any(r["tag"] == "main" for r in store["runs"]) else "quick"
-    for path in (BENCH / "README.md", BENCH.parents[1] / "README.md"):
+    for path in (BENCH / "README.md", bench.GUIDE):
         text = path.read_text()
         assert replace_marked_block(text, "recall:summary", bench.readme_table(store, tag), path.name) == text, path

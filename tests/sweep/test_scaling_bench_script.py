@@ -226,8 +226,8 @@ def test_the_render_steps_run_at_once_and_a_failing_one_fails_the_render(study, 
 
 def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_results(study):
     """fit/ was fitted from the committed results.json (its sha256), and schedule.md, benchmarks/lm/token_shift.md
-    and the <!-- scaling:summary --> blocks of both READMEs are what --render writes from them: rows that land
-    without --render fail here."""
+    and the <!-- scaling:summary --> blocks of its README and the language guide are what --render writes from them:
+    rows that land without --render fail here."""
     import hashlib
 
     from aot.report.part import Context
@@ -250,6 +250,6 @@ def test_the_committed_fit_blocks_and_tables_are_rendered_from_the_committed_res
     held_out = study.holdout_block(rows)
     assert "| AoT-MSSA, learned W_O |" in held_out
     block = study.readme_summary(fit, check, len(rows), waiting, study.matched_block(rows), shared, held_out)
-    for readme in (here / "README.md", here.parents[1] / "README.md"):
+    for readme in (here / "README.md", study.GUIDE):
         text = readme.read_text()
         assert replace_marked_block(text, "scaling:summary", block, readme.name) == text, readme

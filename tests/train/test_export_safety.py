@@ -1,6 +1,6 @@
-"""`aot export safetensors` / `aot export hf` never land on a user's run and write all at once (README "What is
-guaranteed"): an OUT_DIR holding a run, a checkpoint (the run's own or another's) or other files is refused in one
-line unless --force (which moves it aside, never deletes it); an earlier export of the same format is replaced;
+"""`aot export safetensors` / `aot export hf` never land on a user's run and write all at once
+(docs/guarantees.md): an OUT_DIR holding a run, a checkpoint (the run's own or another's) or other files is refused
+in one line unless --force (which moves it aside, never deletes it); an earlier export of the same format is replaced;
 kill -9 at random moments leaves the old export or the whole new one, never a mixture; a file-size limit below the
 model's file is one line, exit 2, the earlier export intact and no scratch folder left."""
 

@@ -1,4 +1,4 @@
-"""What `aot` guarantees about a user's runs (README "What is guaranteed"): kill -9 at random moments and resume
+"""What `aot` guarantees about a user's runs (docs/guarantees.md): kill -9 at random moments and resume
 gives the uninterrupted run bit for bit; a damaged latest checkpoint falls back to the previous one; a partial
 metrics row is tolerated; run folders are never overwritten; a full disk or a NaN keeps the last checkpoint."""
 

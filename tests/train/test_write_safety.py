@@ -1,4 +1,4 @@
-"""One writer per run folder, full disks and refused runs (README "What is guaranteed"): two `aot train lm` on one
+"""One writer per run folder, full disks and refused runs (docs/guarantees.md): two `aot train lm` on one
 --out (started together, or the second mid-run) — one refuses in one line, the other ends bit for bit as a lone run;
 a file-size limit below the model's file, or a full tmpfs, during a checkpoint is one line, exit 2, the previous
 checkpoint intact and --resume afterwards ends as the lone run (an export onto a full tmpfs: one line, nothing
