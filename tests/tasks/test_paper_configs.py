@@ -79,18 +79,24 @@ def test_the_paper_configs_cover_the_papers_language_models():
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_paper_config_trains_two_steps_from_prepared_shards(config, shards, tmp_path, monkeypatch):
-    monkeypatch.setenv("AOT_DATA", str(tmp_path / "cache"))
+def train_reduced(task: str, config: Path, data: Path, reduced: dict, out: Path) -> tuple[dict, dict]:
+    """``aot train TASK --config CONFIG --data DATA`` with the ``reduced`` fields set: (the config file's fields,
+    the run's results.json), after checking the run used the file's model preset."""
     fields = yaml.safe_load(config.read_text())
-    out = tmp_path / "run"
-    argv = ["train", "lm", "--config", str(config), "--data", str(shards), "--out", str(out)]
-    for key, value in REDUCED.items():
+    argv = ["train", task, "--config", str(config), "--data", str(data), "--out", str(out)]
+    for key, value in reduced.items():
         argv += ["--set", f"{key}={json.dumps(value) if isinstance(value, bool) else value}"]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
+    assert results["config"]["model"]["preset"] == fields["model"]["preset"]
+    return fields, results
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_paper_config_trains_two_steps_from_prepared_shards(config, shards, tmp_path, monkeypatch):
+    monkeypatch.setenv("AOT_DATA", str(tmp_path / "cache"))
+    fields, results = train_reduced("lm", config, shards, REDUCED, tmp_path / "run")
     recorded = results["config"]
-    assert recorded["model"]["preset"] == fields["model"]["preset"]
     for key, value in fields["train"].items():  # every training field the file sets, unless reduced here
         if f"train.{key}" not in REDUCED:
             assert recorded["train"][key] == value, key
@@ -138,15 +144,8 @@ def test_the_imagenet_configs_spell_out_the_training_presets():
 
 @pytest.mark.parametrize("config", IMAGENET_CONFIGS, ids=lambda p: p.stem)
 def test_imagenet_config_trains_two_steps_on_a_jpeg_folder(config, imagenet_folder, tmp_path):
-    fields = yaml.safe_load(config.read_text())
-    out = tmp_path / "run"
-    argv = ["train", "vision", "--config", str(config), "--data", str(imagenet_folder), "--out", str(out)]
-    for key, value in IMAGENET_REDUCED.items():
-        argv += ["--set", f"{key}={json.dumps(value) if isinstance(value, bool) else value}"]
-    assert main(argv) == 0
-    results = json.loads((out / "results.json").read_text())
+    fields, results = train_reduced("vision", config, imagenet_folder, IMAGENET_REDUCED, tmp_path / "run")
     recorded = results["config"]
-    assert recorded["model"]["preset"] == fields["model"]["preset"]
     for section in ("train", "data", "eval"):
         for key, value in fields[section].items():  # every field the file sets, unless reduced here
             if f"{section}.{key}" not in IMAGENET_REDUCED and key != "dataset":

@@ -53,13 +53,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from aot.runinfo import replace_marked_block
+
 os.environ["OMP_NUM_THREADS"] = "1"
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
 RESULTS_MD = HERE / "results.md"
 README = HERE / "README.md"
-TABLE_START, TABLE_END = "<!-- images:table -->", "<!-- /images:table -->"
+TABLE_MARKER = "images:table"  # README.md's generated table: <!-- images:table --> ... <!-- /images:table -->
+TABLE_START = f"<!-- {TABLE_MARKER} -->"
 IMAGE_SIZE = 224
 BATCH_SIZE = 256
 STEPS = 12  # timed batches: a multiple of every worker count measured (see measure_stream)
@@ -635,11 +638,8 @@ def checks(results: dict[str, Any]) -> list[str]:
 def write_render() -> None:
     table = render()
     RESULTS_MD.write_text(table)
-    if README.is_file():
-        text = README.read_text()
-        if TABLE_START in text and TABLE_END in text:
-            head, rest = text.split(TABLE_START, 1)
-            README.write_text(f"{head}{TABLE_START}\n{table}{TABLE_END}{rest.split(TABLE_END, 1)[1]}")
+    if README.is_file() and TABLE_START in README.read_text():
+        README.write_text(replace_marked_block(README.read_text(), TABLE_MARKER, table.rstrip("\n"), README))
     print(f"wrote {RESULTS_MD}" + (" and the table of README.md" if README.is_file() else ""))
 
 
