@@ -150,3 +150,10 @@ def test_a_model_preset_on_a_recipe_says_what_it_replaces(capsys):
     assert "aot-mssa-l-cpu" in captured.out and "rope" not in captured.out.split("model:", 1)[1].split("train:")[0]
     assert main(["train", "lm", "--preset", "cpu-quick", "--dump-config"]) == 0  # no swap: nothing said
     assert "replaces" not in capsys.readouterr().err
+
+
+def test_a_training_run_says_what_model_preset_replaced_when_it_starts(tmp_path, capsys):
+    argv = ["train", "lm", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", *TINY, "--steps", "2"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert len([line for line in err.splitlines() if "replaces preset cpu-quick" in line]) == 1

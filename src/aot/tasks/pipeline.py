@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -64,9 +63,6 @@ def _run_locked(
     stop_at: int | None,
     branch_from: str | Path | None,
 ) -> dict[str, Any]:
-    if is_main:
-        for note in run.notes:  # said once the run holds its folder: a refused run prints only its one line
-            print(f"aot: {note}", file=sys.stderr, flush=True)
     data = task.load_data(run, is_main)
     seed = run.train.seed
     torch.manual_seed(seed)
@@ -84,6 +80,7 @@ def _run_locked(
         model_config=model.cfg.to_dict(),
         flops_per_sample=training_flops_per_sample(model.cfg, task.seq_len(run, model)),  # useful FLOPs: MFU <= 1
         run_config=run.to_dict(),
+        notices=run.notes,  # said when training starts: a refused run prints only its one line
     )
     wall_start = time.perf_counter()
     try:

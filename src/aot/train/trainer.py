@@ -285,6 +285,7 @@ class Trainer:
         flops_per_sample: float | None = None,
         run_config: dict[str, Any] | None = None,
         prefetch: bool | None = None,
+        notices: tuple[str, ...] | list[str] = (),
     ) -> None:
         self.cfg = cfg
         self.device = torch.device(device)
@@ -294,6 +295,7 @@ class Trainer:
         self.evaluate = evaluate
         self.model_config = model_config
         self.run_config = run_config  # the task's whole config, kept in every checkpoint (a branch starts from it)
+        self.notices = list(notices)  # lines for the user, said with the precision when training starts
         self.branched_from: dict[str, Any] | None = None
         self.flops_per_sample = flops_per_sample
         train_fields = {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_CHANGES}
@@ -437,6 +439,8 @@ class Trainer:
             tf32 = self.device.type == "cuda" and self.dtype == torch.float32  # TF32 is on for fp32 on CUDA
             self.peak = peak_flops(self.device, self.dtype, tf32) if main and self.flops_per_sample else 0.0
         if main:
+            for notice in self.notices:
+                print(f"aot: {notice}", file=sys.stderr, flush=True)
             print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
         result = TrainResult(step=self.step, seen=self.tokens_seen, train_seconds=0, seen_per_second=0, last_loss=0)
