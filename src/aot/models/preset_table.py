@@ -1,5 +1,5 @@
 """The preset table: one row per model preset with its exact parameter counts (what `aot models` prints and the
-docs/presets.md's preset table is rendered from)."""
+the table in docs/presets.md is rendered from)."""
 
 from __future__ import annotations
 
