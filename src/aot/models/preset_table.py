@@ -1,4 +1,4 @@
-"""The preset table: one row per model preset with its exact parameter counts (what `aot models` prints and the
+"""The preset table: one row per model preset with its exact parameter counts (what `aot models` prints, and what
 the table in docs/presets.md is rendered from)."""
 
 from __future__ import annotations
