@@ -70,8 +70,8 @@ def timing_header(record: dict[str, Any], extra: str = "") -> str:
 
 def replace_marked_block(text: str, marker: str, content: str, source: object = "the file") -> str:
     """``text`` with what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` replaced by ``content`` (the
-    generated tables of the README and docs/: the benchmark scripts rewrite them from their records). ``source`` names the file
-    in the error when the markers are missing."""
+    generated tables of the README and docs/: the benchmark scripts rewrite them from their records). ``source``
+    names the file in the error when the markers are missing."""
     pattern = re.compile(rf"(<!-- {re.escape(marker)} -->\n).*?(<!-- /{re.escape(marker)} -->)", re.S)
     if not pattern.search(text):
         raise AotError(f"{source} has no <!-- {marker} --> block")

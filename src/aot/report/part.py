@@ -124,6 +124,14 @@ class Part:
     data_checks: dict[str, Callable[[str], None]] = field(default_factory=dict)
 
 
+def checkout_record(*parts: str) -> Path | None:
+    """A benchmark's recorded results in the aot checkout this package runs from (``benchmarks/PARTS``), or None when
+    the package is installed (a wheel carries no benchmark records: a part then takes them through ``--data``)."""
+    root = Path(__file__).resolve().parents[3]  # src/aot/report/part.py -> the checkout
+    path = root.joinpath("benchmarks", *parts)
+    return path if (root / "pyproject.toml").is_file() and path.is_file() else None
+
+
 def check_data(parts: list[Part], data: dict[str, str]) -> None:
     """Every ``--data`` name must be one a part reads (:attr:`Part.data`; a one-line error names the known ones),
     and its value pass that part's check (:attr:`Part.data_checks`)."""

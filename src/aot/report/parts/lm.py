@@ -17,7 +17,16 @@ from aot.data.sources import check_text_source
 from aot.errors import AotError
 from aot.report.document import Block, Figure, Paragraph, Table
 from aot.report.paper_numbers import LM_BASELINE, LM_MODELS, LM_RECIPE, lm_gap
-from aot.report.part import Context, Part, Plan, Step, differences_blocks, fmt_count, read_step_results
+from aot.report.part import (
+    Context,
+    Part,
+    Plan,
+    Step,
+    checkout_record,
+    differences_blocks,
+    fmt_count,
+    read_step_results,
+)
 from aot.sweep import read_store, store_spec
 
 # paper model -> (our preset, model overrides) per CPU preset; the paper preset uses the paper-scale presets
@@ -44,7 +53,7 @@ CPU_MODELS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
 # record (benchmarks/lm/results.json of this checkout, or --data lm-sweep=FILE), by the sweep engine's rule (each
 # model's seed-0 sweep winner): recorded results stay with the benchmark, not in the package.
 CPU_POSITION = "rope"
-LM_SWEEP = Path(__file__).resolve().parents[4] / "benchmarks" / "lm" / "results.json"
+LM_SWEEP = checkout_record("lm", "results.json")  # None when installed from a wheel: --data lm-sweep=FILE
 LM_SWEEP_ROWS = {"tag": "rope", "tokenizer": "bytes", "position": CPU_POSITION, "extra": []}  # the sweep read
 # training options per CPU preset (the cpu-bench recipe: AdamW, warm-up, cosine, precision auto)
 CPU_TRAIN: dict[str, list[str]] = {
@@ -58,7 +67,13 @@ CPU_TRAIN: dict[str, list[str]] = {
 def cpu_lrs(ctx: Context) -> tuple[dict[str, float], list[str]]:
     """Each model preset's best lr in benchmarks/lm's rotary sweep (:data:`LM_SWEEP_ROWS`), and why some are
     missing (no record here: the report then lists the steps without running them)."""
-    path = Path(ctx.data.get("lm-sweep", LM_SWEEP))
+    given = ctx.data.get("lm-sweep") or LM_SWEEP
+    if not given:
+        return {}, [
+            "this install holds no recorded lr sweep (a checkout's benchmarks/lm/results.json): pass --data "
+            "lm-sweep=FILE"
+        ]
+    path = Path(given)
     if not path.is_file():
         return {}, [f"no lr sweep recorded at {path} (benchmarks/lm/results.json): pass --data lm-sweep=FILE"]
     try:

@@ -26,6 +26,7 @@ from aot.report.part import (
     Part,
     Plan,
     Step,
+    checkout_record,
     differences_blocks,
     existing_figures,
     figure_blocks,
@@ -38,7 +39,7 @@ from aot.sweep.scaling.render import GAP_HEADER, LAW_HEADER, gap_rows, law_rows,
 from aot.sweep.scaling.schedule_check import SCHEDULE_HEADER, schedule_pairs, schedule_rows, schedule_summary, verdict
 from aot.sweep.scaling.study import FitSettings, check_family
 
-RUNS = Path(__file__).resolve().parents[4] / "benchmarks" / "scaling" / "results.json"
+RUNS = checkout_record("scaling", "results.json")  # None when installed from a wheel: --data scaling-runs=FILE
 #: the study's own runs: its WSD runs and their cooldown branches (its lr sweep and cosine check are other kinds)
 KINDS = ("main", "branch")
 REFERENCE = "gpt2"
@@ -110,14 +111,18 @@ def fittable(runs: list[ScalingRun], source: str) -> tuple[list[str], list[str]]
 
 
 def plan(ctx: Context) -> Plan:
-    path = Path(ctx.data.get("scaling-runs", RUNS))
+    given = ctx.data.get("scaling-runs") or RUNS
+    path = Path(given) if given else Path("SCALING_RUNS")
     s = SETTINGS[ctx.preset]
     options = ["--reference", REFERENCE, "--starts", str(s.starts), "--bootstrap", str(s.bootstrap)]
     options += ["--boot-starts", str(s.boot_starts), "--seed", str(s.seed)]
     settings: dict[str, Any] = {"runs": str(path), "fit": options}
+    if not given:
+        why = "this install holds no recorded scaling study (a checkout's benchmarks/scaling/results.json): give "
+        why += "--data scaling-runs=FILE"
+        return Plan([Step("fit", ["scaling", "fit", str(path), *options])], settings, missing=[why])
     if not path.is_file():
-        why = f"no scaling study recorded at {path}: run benchmarks/scaling/run.py (issue 27) or give --data "
-        why += "scaling-runs=FILE"
+        why = f"no scaling study recorded at {path}: run benchmarks/scaling/run.py or give --data scaling-runs=FILE"
         return Plan([Step("fit", ["scaling", "fit", str(path), *options])], settings, missing=[why])
     where = [f"{field}={','.join(values)}" for field, values in kind_filter(path).items()]
     try:
