@@ -25,9 +25,9 @@ Each measurement is a fresh subprocess (``run.py --measure``), repeated ``--repe
 rows), and the medians are reported. A thread samples the process tree (the subprocess and its DataLoader workers):
 the peak of the summed RSS every 50 ms (``VmRSS``: a page shared by the main process and its forked workers counts
 once per process, an upper bound) and of the summed PSS every 0.5 s (``smaps_rollup``: shared pages split among their
-sharers, the tree's real footprint; reading it is too costly to do more often, see :class:`TreeSampler`). Before the
-timed part the subprocess reads the measured images' bytes once, so they come from the page cache: the rates are CPU
-rates (decode and resize), not disk rates.
+sharers, the tree's real footprint; reading it is too costly to do more often: benchmarks/data/run.py's
+``TreeSampler``). Before the timed part the subprocess reads the measured images' bytes once, so they come from the
+page cache: the rates are CPU rates (decode and resize), not disk rates.
 
 Resumable: each run is saved to results.json as it ends; a row already holding ``--repeats`` runs with the same
 settings (folder, steps, batch size, shard size) is skipped, unless ``--force``.
@@ -41,7 +41,6 @@ import io
 import json
 import multiprocessing
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -70,7 +69,7 @@ WORKERS = (1, 2)
 REPEATS = 3
 SHARD_MB = 1024.0  # aot data pack-images' default
 SAMPLE_S = 0.05
-PSS_EVERY = 10  # samples: PSS every 0.5 s (see TreeSampler)
+PSS_EVERY = 10  # samples: PSS every 0.5 s (the text benchmark's TreeSampler says why)
 QUIET_CORES = 0.3  # a run during which other processes kept more cores busy than this is done again
 ATTEMPTS = 3
 QUIET_WAIT_S = 90.0
@@ -246,67 +245,18 @@ def measure_pil(data_path: str, steps: int, batch_size: int, seed: int) -> dict[
 # -- the parent: subprocesses, sampled ----------------------------------------------------------------------------
 
 
-class TreeSampler(text_bench.TreeSampler):
-    """The text benchmark's sampler of a process tree's summed RSS and PSS, reading PSS at every ``pss_every``-th
-    sample only. ``VmRSS`` is a counter (about 1.5 ms of CPU for three processes); ``smaps_rollup`` walks each
-    process's page tables under its memory-map lock (about 23 ms of CPU for a 1 GB training process and its two
-    workers), so reading it every 50 ms took a quarter of a core and slowed the workers it measured."""
-
-    def __init__(self, pid: int, interval: float, pss_every: int) -> None:
-        super().__init__(pid, interval)
-        self.pss_every = pss_every
-
-    def sample(self) -> None:
-        try:
-            pids = [self.root.pid, *(p.pid for p in self.root.children(recursive=True))]
-        except text_bench.psutil.Error:
-            return
-        status = [text_bench._status_kb(pid) for pid in pids]
-        self.peak_rss_kb = max(self.peak_rss_kb, sum(rss for rss, _ in status))
-        self.max_hwm_kb = max(self.max_hwm_kb, *(hwm for _, hwm in status))
-        if self.samples % self.pss_every == 0:
-            self.peak_pss_kb = max(self.peak_pss_kb, sum(text_bench._pss_kb(pid) for pid in pids))
-        self.max_processes = max(self.max_processes, len(pids))
-        self.samples += 1
-
-
 def child_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run_sampled(command: list[str]) -> dict[str, Any]:
-    """Run ``command`` as a subprocess, timing it and sampling its process tree's RSS every 50 ms and PSS every
-    0.5 s; its CPU time and the cores other processes kept busy meanwhile. The last line of its stdout, when JSON, is
-    merged into the result."""
-    load_before = [round(x, 2) for x in os.getloadavg()]
-    contention = text_bench.Contention()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
-    sampler = TreeSampler(proc.pid, SAMPLE_S, PSS_EVERY)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - start
-    sampler.stop.set()
-    sampler.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{stderr[-4000:]}")
-    lines = stdout.strip().splitlines()
-    reported = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"stdout": stdout.strip()[-1000:]}
-    return {
-        **reported,
-        "wall_s": round(wall, 2),
-        "peak_rss_mb": round(sampler.peak_rss_kb * 1024 / MB, 1),
-        "peak_pss_mb": round(sampler.peak_pss_kb * 1024 / MB, 1),
-        "max_process_hwm_mb": round(sampler.max_hwm_kb * 1024 / MB, 1),  # the peak RSS of the largest process
-        "processes": sampler.max_processes,
-        "samples": sampler.samples,
-        "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2),
-        "other_cores": contention.cores(),
-        "load_average_before": load_before,
-        "date": text_bench.now(),
-    }
+    """Run ``command`` as a subprocess through the text benchmark's ``measure``: timing it, sampling its process
+    tree's RSS every 50 ms and PSS every 0.5 s, its CPU time and the cores other processes kept busy meanwhile. The
+    last line of its stdout, when JSON, is merged into the result."""
+    row = text_bench.measure(command, child_env(), SAMPLE_S, PSS_EVERY)
+    lines = row.pop("stdout").splitlines()
+    reported = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"stdout": "\n".join(lines)[-1000:]}
+    return {**reported, **row, "date": text_bench.now()}
 
 
 def wait_for_quiet(limit_s: float) -> dict[str, float]:
