@@ -255,14 +255,23 @@ def open_image_files(root: Path, seed: int = 0) -> ImageFiles:
     return _class_folder_layout(root, seed)
 
 
-def hold_out(split: ImageSplit, count: int, seed: int = 0) -> tuple[ImageSplit, ImageSplit]:
-    """``(rest, held_out)``: ``count`` images of ``split`` chosen by a fixed seeded permutation, and the others, both
-    in their original order."""
-    n = len(split)
+def held_out_indices(n: int, val_size: int | float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(rest, held_out)`` indices of ``n`` training images: ``val_size`` of them (a count, or a fraction below 1)
+    chosen by a fixed seeded permutation, and the others, both sorted. The one rule for every image set's ``val``."""
+    count = round(val_size * n) if isinstance(val_size, float) else int(val_size)
     if not 0 <= count < n:
-        raise AotError(f"holding out {count} of the {n} training images leaves none to train on; lower data.val_size")
+        raise AotError(
+            f"data.val_size={val_size} holds out {count} of the {n} training images and leaves none to train on; "
+            "lower data.val_size"
+        )
     order = np.random.default_rng(seed).permutation(n)
-    return split.subset(np.sort(order[count:])), split.subset(np.sort(order[:count]))
+    return np.sort(order[count:]), np.sort(order[:count])
+
+
+def hold_out(split: ImageSplit, val_size: int | float, seed: int = 0) -> tuple[ImageSplit, ImageSplit]:
+    """``(rest, held_out)``: :func:`held_out_indices` of ``split``, both in their original order."""
+    rest, held = held_out_indices(len(split), val_size, seed)
+    return split.subset(rest), split.subset(held)
 
 
 @dataclass

@@ -47,21 +47,23 @@ def default_workers() -> int:
 class DecodedImages(Dataset):
     """``dataset[(index, sample)]`` → (uint8 (C, S, S) pixels, class id, unreadable files met). ``sample >= 0``:
     training, augmented by ``recipe`` with the generator of ``(seed, sample)``; ``sample < 0``: evaluation (no
-    randomness)."""
+    randomness). An unreadable image is replaced by the next one of the split, up to ``substitutes`` images tried
+    (1: none, as the evaluation wants: the image is left out)."""
 
-    def __init__(self, split: ImageSplit, recipe: ImageRecipe, seed: int) -> None:
-        self.split, self.recipe, self.seed = split, recipe, seed
+    def __init__(self, split: ImageSplit, recipe: ImageRecipe, seed: int, substitutes: int = MAX_SUBSTITUTES) -> None:
+        self.split, self.recipe, self.seed, self.substitutes = split, recipe, seed, substitutes
 
     def __len__(self) -> int:
         return len(self.split)
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor | None, int, list[str]]:
-        """The image, its class and the unreadable files met; ``None`` pixels when :data:`MAX_SUBSTITUTES` images in a
-        row cannot be decoded (the training process raises the error: a worker's would arrive as a traceback)."""
+        """The image, its class and the unreadable files met; ``None`` pixels when none of the ``substitutes`` tried
+        can be decoded (the training process decides what that means: a worker's error would arrive as a
+        traceback)."""
         index, sample = key
         unreadable: list[str] = []
         n = len(self.split)
-        for attempt in range(min(MAX_SUBSTITUTES, n)):
+        for attempt in range(min(self.substitutes, n)):
             j = (index + attempt) % n
             try:
                 image = self.split.image(j)
@@ -73,20 +75,13 @@ class DecodedImages(Dataset):
         return None, -1, unreadable
 
 
-def collate(items: Sequence[tuple[torch.Tensor | None, int, list[str]]]) -> Batch | str:
-    """Stack a batch; a message instead when an item found only unreadable images (raised by the training process)."""
-    for pixels, _, names in items:
-        if pixels is None:
-            return (
-                f"{len(names)} images in a row cannot be decoded ({names[0]}, ...); check the data set"
-                if names
-                else "an empty image split; check the data set"
-            )
-    return (
-        torch.stack([pixels for pixels, _, _ in items if pixels is not None]),
-        torch.tensor([label for _, label, _ in items], dtype=torch.int64),
-        [name for _, _, names in items for name in names],
-    )
+def collate(items: Sequence[tuple[torch.Tensor | None, int, list[str]]]) -> Batch:
+    """Stack the items that were decoded (pixels, class ids), and list every unreadable file met."""
+    kept = [(pixels, label) for pixels, label, _ in items if pixels is not None]
+    names = [name for _, _, found in items for name in found]
+    if not kept:
+        return torch.zeros(0, dtype=torch.uint8), torch.zeros(0, dtype=torch.int64), names
+    return torch.stack([p for p, _ in kept]), torch.tensor([label for _, label in kept], dtype=torch.int64), names
 
 
 class _StepRows:
@@ -160,7 +155,7 @@ class ImageStream:
 
     def __post_init__(self) -> None:
         self.ranges: list[tuple[int, int]] = [(0, self.batch_size)]
-        self._iterator: Iterator[Batch | str] | None = None
+        self._iterator: Iterator[Batch] | None = None
         self._expected: tuple[int, int, int] | None = None
         self.dataset = DecodedImages(self.split, self.recipe, self.seed)
 
@@ -196,11 +191,12 @@ class ImageStream:
         if self._expected != (step, start, stop) or self._iterator is None:
             self._start(step, position)
         assert self._iterator is not None
-        batch = next(self._iterator)
-        if isinstance(batch, str):
+        pixels, labels, unreadable = next(self._iterator)
+        if len(labels) < stop - start:  # a row found no readable image among its substitutes
             self.close()
-            raise AotError(batch)
-        pixels, labels, unreadable = batch
+            first = unreadable[0] if unreadable else "an empty split"
+            tried = min(MAX_SUBSTITUTES, len(self.split))
+            raise AotError(f"{tried} images in a row cannot be decoded ({first}, ...); check the data set")
         following = position + 1
         next_step, next_position = (step, following) if following < len(self.ranges) else (step + 1, 0)
         self._expected = (next_step, *self.ranges[next_position])
@@ -247,42 +243,16 @@ def eval_batches(
     keys = [(int(i), -1) for i in indices]
     batches = [keys[first : first + batch_size] for first in range(0, len(keys), batch_size)]
     loader = DataLoader(
-        _Strict(split, recipe),
+        DecodedImages(split, recipe, seed=0, substitutes=1),  # no randomness (sample -1), no substitutes
         batch_sampler=batches,
         num_workers=min(workers, len(batches)),
-        collate_fn=_collate_kept,
+        collate_fn=collate,
     )
     for pixels, labels, names in loader:
         if unreadable is not None:
             note_unreadable(names, unreadable, "left out of the evaluation")
         if len(labels):
             yield (pixels if normalise is None else normalise(pixels)), labels
-
-
-class _Strict(Dataset):
-    """Evaluation items: ``(pixels, label, [])``, or ``(None, -1, [the reason])`` for an unreadable image."""
-
-    def __init__(self, split: ImageSplit, recipe: ImageRecipe) -> None:
-        self.split, self.recipe = split, recipe
-
-    def __len__(self) -> int:
-        return len(self.split)
-
-    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor | None, int, list[str]]:
-        index = key[0]
-        try:
-            image = self.split.image(index)
-        except UnreadableImage as exc:
-            return None, -1, [str(exc)]
-        return torch.from_numpy(self.recipe(image, None)), int(self.split.labels[index]), []
-
-
-def _collate_kept(items: Sequence[tuple[torch.Tensor | None, int, list[str]]]) -> Batch:
-    kept = [(pixels, label) for pixels, label, _ in items if pixels is not None]
-    names = [name for _, _, found in items for name in found]
-    if not kept:
-        return torch.zeros(0), torch.zeros(0, dtype=torch.int64), names
-    return torch.stack([p for p, _ in kept]), torch.tensor([label for _, label in kept]), names
 
 
 def subset_indices(n: int, limit: int | None, seed: int = 0) -> np.ndarray:

@@ -38,7 +38,7 @@ import torch
 
 from aot.data.corpora import data_dir
 from aot.data.hub import load_hub_dataset
-from aot.data.image_files import ImageFiles, hold_out, open_image_files
+from aot.data.image_files import ImageFiles, held_out_indices, hold_out, open_image_files
 from aot.data.image_tars import open_image_shards
 from aot.data.image_transforms import Mixing
 from aot.errors import AotError
@@ -293,9 +293,7 @@ def open_images(spec: str = DEFAULT_IMAGE_SET, val_size: int | float = 0.1, seed
         return load_images(spec, val_size, seed)
     root = Path(spec).expanduser()
     files = open_image_shards(root) if (root / "meta.json").is_file() else open_image_files(root, seed)
-    train = files.splits["train"]
-    n_val = round(val_size * len(train)) if isinstance(val_size, float) else int(val_size)
-    files.splits["train"], files.splits["val"] = hold_out(train, n_val, seed)
+    files.splits["train"], files.splits["val"] = hold_out(files.splits["train"], val_size, seed)
     return files
 
 
@@ -308,12 +306,7 @@ def load_images(spec: str = DEFAULT_IMAGE_SET, val_size: int | float = 0.1, seed
     permutation as the ``val`` split, and compute the normalisation statistics on what is left for training."""
     raw, classes, flip = _load_raw(spec)
     train_x, train_y = raw["train"]
-    n = len(train_y)
-    n_val = round(val_size * n) if isinstance(val_size, float) else int(val_size)
-    if not 0 <= n_val < n:
-        raise AotError(f"val_size={val_size} leaves no training images out of {n}; lower it")
-    order = np.random.default_rng(seed).permutation(n)
-    val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+    train, val = held_out_indices(len(train_y), val_size, seed)
 
     def pair(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(np.array(x, dtype=np.uint8)), torch.from_numpy(np.array(y, dtype=np.int64))
