@@ -295,7 +295,7 @@ class Trainer:
         self.evaluate = evaluate
         self.model_config = model_config
         self.run_config = run_config  # the task's whole config, kept in every checkpoint (a branch starts from it)
-        self.notices = list(notices)  # lines for the user, said with the precision when training starts
+        self.notices = list(notices)  # lines for the user, said when training starts
         self.branched_from: dict[str, Any] | None = None
         self.flops_per_sample = flops_per_sample
         train_fields = {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_CHANGES}
@@ -417,8 +417,8 @@ class Trainer:
             self.branched_from = {"checkpoint": str(branch.checkpoint.resolve()), "step": int(branch.state["step"])}
             if main:
                 copy_metrics(branch.checkpoint.parent, self.out_dir, int(branch.state["step"]))
-        if main:
-            for note in plan.notes:
+        if main:  # what the resume plan and the run's config decided, once the run is sure to start
+            for note in [*plan.notes, *self.notices]:
                 print(f"aot: {note}", file=sys.stderr, flush=True)
         torch.manual_seed(cfg.seed + self.env.rank)  # dropout streams differ per process
         loss_sum, loss_count = torch.zeros((), device=self.device), 0
@@ -439,8 +439,6 @@ class Trainer:
             tf32 = self.device.type == "cuda" and self.dtype == torch.float32  # TF32 is on for fp32 on CUDA
             self.peak = peak_flops(self.device, self.dtype, tf32) if main and self.flops_per_sample else 0.0
         if main:
-            for notice in self.notices:
-                print(f"aot: {notice}", file=sys.stderr, flush=True)
             print(f"aot: precision {self.precision_choice['reason']}", file=sys.stderr, flush=True)
         metrics = MetricsLog(self.out_dir, main, truncate_after=self.step)
         result = TrainResult(step=self.step, seen=self.tokens_seen, train_seconds=0, seen_per_second=0, last_loss=0)
@@ -471,7 +469,9 @@ class Trainer:
                 self.train_seconds += stretch
                 interval_seconds += stretch
                 if self.step == warm_until and not due["log"] and self.step < end:
-                    interval_tokens, interval_seconds = 0, 0.0  # the log row after this measures steady steps only
+                    # the log row after this measures steady steps only: rate, MFU and the data wait alike
+                    interval_tokens, interval_seconds = 0, 0.0
+                    interval_wait = self.prefetcher.wait_seconds
             if due["log"]:
                 summed = all_reduce_mean(loss_sum / max(loss_count, 1))
                 mean_loss = float(summed) if loss_count else float("nan")
@@ -497,7 +497,7 @@ class Trainer:
                     row["warmup"] = True
                 metrics.write(row)
                 result.mfu = utilisation
-                waited = row["data_wait_s"] / max(row["wall"], 1e-9)
+                waited = row["data_wait_s"] / max(interval_seconds, 1e-9)  # of this interval's training time
                 rate_name = f"{UNIT_ABBREVIATIONS.get(self.unit, self.unit)}_s"
                 postfix = {"loss": f"{mean_loss:.4f}", rate_name: f"{rate:,.0f}", "mfu": f"{100 * utilisation:.1f}%"}
                 if waited >= 0.01:  # the loop waited for data: say how much of the interval
