@@ -201,7 +201,7 @@ COMMANDS: dict[str, Command] = {
         good=lambda sb: [*SWEEP, "--out", sb.path("new")],
         texts={"--config": lambda sb, p: [*SWEEP, "--out", sb.path("new"), "--config", p]},
         out=lambda sb, p: [a for a in SWEEP if a != "--plan"] + ["--device", "cpu", "--out", p],
-        accept={"--seeds": ("0", "1000000000000")},
+        accept={"--seeds": ("0", "1000000000000"), "--gpus": ("0",)},  # --gpus 0: a CPU trial
     ),
     "scaling fit": Command(
         good=lambda sb: [*SCALING, str(SCALING_RUNS), "--out", sb.path("new")],

@@ -151,7 +151,8 @@ def test_store_round_trip_keeps_rows_another_lane_wrote_and_replaces_by_key(tmp_
     assert [(r["model"], r["loss"]) for r in store["runs"]] == [("b", 2.7), ("a", 2.4)]
     again = read_store(path)
     assert again == store and store_spec(again) == spec and "date" in again["machine"]
-    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # written in one step, no scratch left
+    # written in one step, no scratch left; the lock file that serialises writers stays (empty)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".results.json.lock", "results.json"]
 
 
 def test_a_truncated_store_is_an_error_never_an_empty_store(tmp_path):
@@ -198,7 +199,7 @@ def finished(loss: float) -> dict:
 def test_only_a_whole_results_json_counts_as_finished(tmp_path, monkeypatch):
     trained: list[Path] = []
 
-    def fake_train(task, run, out, device):  # type: ignore[no-untyped-def]
+    def fake_train(task, run, out, device, branch_from=None):  # type: ignore[no-untyped-def]
         trained.append(Path(out))
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "results.json").write_text(json.dumps(finished(2.0)))

@@ -39,6 +39,52 @@ class Trial(Protocol):
     def describe(self) -> str: ...
 
 
+class LaunchedTrial(Trial, Protocol):
+    """A run a launcher can start anywhere (:mod:`aot.sweep.launch`): it also says the checkpoint it branches from
+    and the command line that trains it."""
+
+    def parent(self, runs: Path) -> Path | None:
+        """The checkpoint this run branches from (a WSD cooldown branch: ``aot train --branch-from``), or None."""
+        ...
+
+    def argv(self, runs: Path) -> list[str]:
+        """The ``aot`` command line that trains it into :meth:`folder` (how a launcher starts it under torchrun, and
+        what its log shows)."""
+        ...
+
+
+def branch_parent(trial: Trial, runs: Path) -> Path | None:
+    """The checkpoint ``trial`` branches from (None for a trial that does not say: a benchmark's own trials)."""
+    parent = getattr(trial, "parent", None)
+    return parent(runs) if callable(parent) else None
+
+
+class Study(Protocol):
+    """What ``aot sweep`` runs, with any launcher: a plan of trials over what the store holds, and where and how
+    they train and are recorded. :class:`aot.sweep.task_sweep.GridSweep` (a ``--set`` grid) and
+    :class:`aot.sweep.scaling.plan.ScalingStudy` (a sweep file of ``kind: scaling``) are the two. A study is
+    pickled into each cluster job, so it holds plain values only."""
+
+    @property
+    def task(self) -> str: ...
+
+    def check(self) -> None:
+        """One-line errors before anything trains (an unknown field, a bad value)."""
+        ...
+
+    def plan(self, store: dict[str, Any]) -> Plan[Any]:
+        """The trials (each a :class:`LaunchedTrial`): ``runs`` can start now, ``pending`` wait for others."""
+        ...
+
+    def execution(self, out: Path, device: str = "auto", log: Callable[[str], None] = print) -> Execution:
+        """Where its runs train (a folder each) and how they are recorded (the store, its rows, its spec)."""
+        ...
+
+    def markdown(self, store: dict[str, Any]) -> str:
+        """Its summary table (OUT/table.md), rewritten after each run."""
+        ...
+
+
 RowOf = Callable[[Any, dict[str, Any], Path], dict[str, Any]]
 OnRecord = Callable[[dict[str, Any], dict[str, Any], str], None]
 
@@ -71,7 +117,9 @@ class Execution:
                 return "recorded", store
             self.log(f"== {trial.describe()}")
             with cpu_lock(self.lock):
-                results = train(trial.task, trial.build(), out, self.device)
+                results = train(
+                    trial.task, trial.build(), out, self.device, branch_from=branch_parent(trial, self.runs)
+                )
             status = "trained"
         row = {"key": trial.key, **self.row_of(trial, results, out)}
         return status, record_rows(self.store, [row], self.spec)

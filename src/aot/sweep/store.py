@@ -14,7 +14,10 @@ entry) are read as rows with that key.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +62,35 @@ def write_store(path: str | Path, store: dict[str, Any]) -> None:
 
 def record_rows(path: str | Path, rows: list[dict[str, Any]], spec: SweepSpec | None = None) -> dict[str, Any]:
     """Add ``rows`` to the store at ``path`` (a row with a key already recorded replaces it), re-reading the file
-    first; stamp the machine (and ``spec``, when given); write it in one step. Returns the store as written."""
-    store = read_store(path)
-    keys = {row["key"] for row in rows}
-    store["runs"] = [r for r in store["runs"] if r["key"] not in keys] + list(rows)
-    if spec is not None:
-        store["sweep"] = spec.to_dict()
-    store["machine"] = machine_info()
-    write_store(path, store)
+    first; stamp the machine (and ``spec``, when given); write it in one step. Returns the store as written. The
+    read and the write hold the store's lock (:func:`store_lock`), so that jobs finishing at once on a cluster all
+    keep their rows."""
+    with store_lock(path):
+        store = read_store(path)
+        keys = {row["key"] for row in rows}
+        store["runs"] = [r for r in store["runs"] if r["key"] not in keys] + list(rows)
+        if spec is not None:
+            store["sweep"] = spec.to_dict()
+        store["machine"] = machine_info()
+        write_store(path, store)
     return store
+
+
+@contextlib.contextmanager
+def store_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``.NAME.lock`` beside the store ``NAME`` while reading and rewriting it (waiting for a
+    holder: a write takes milliseconds). flock is taken on the open file, so a killed holder releases it; it works
+    across the nodes of a cluster on a shared file system that supports it (NFSv4, Lustre, GPFS)."""
+    import fcntl
+
+    lock = Path(path).with_name(f".{Path(path).name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def recorded_keys(store: dict[str, Any]) -> set[str]:

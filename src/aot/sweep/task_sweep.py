@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from aot.errors import ConfigError
-from aot.run_folder import check_output_dir, write_text_atomic
 from aot.sweep.execute import Execution
 from aot.sweep.grid import LR_FIELD, SEED_FIELD, Plan, folder_name, grid_configs, parse_axes, plan_sweep, run_key
 from aot.sweep.metrics import Metric, task_metrics
@@ -26,7 +25,6 @@ from aot.tasks import TaskRun
 
 #: the row fields of an ``aot sweep`` store: a config is its grid assignments (lr and seed apart)
 AXES = Axes(group=("config",))
-TABLE_FILE = "table.md"
 
 
 @dataclass(frozen=True)
@@ -103,6 +101,16 @@ class GridSweep:
             self.trial,
         )
 
+    def execution(self, out: Path, device: str = "auto", log: Callable[[str], None] = print) -> Execution:
+        """How its runs train and are recorded under ``out``: folders in ``out/runs``, rows in ``out/results.json``."""
+        return Execution(out / "runs", out / STORE_FILE, trial_row, self.spec(), device, log=log)
+
+    def row_line(self, row: dict[str, Any]) -> str:
+        """A recorded run in one line: its config, lr, seed and metric (the progress line of a sweep)."""
+        value = row.get(self.metric.field)
+        shown = "—" if value is None else f"{value:.4f}"
+        return f"{row['config']} lr {row['lr']:g} seed {row['seed']}: {self.metric.name} {shown}"
+
     def summaries(self, store: dict[str, Any]) -> list[Summary]:
         return seed_summary(self.own_rows(store), AXES, self.metric, sweep_seed=self.seeds[0])
 
@@ -156,7 +164,21 @@ class GridTrial:
 
     def describe(self) -> str:
         config = config_text(self.sweep.varying(self.config))
-        return f"{self.task} {self.sweep.preset} {config} lr {self.lr or 'preset'} seed {self.seed}"
+        lr = self.lr or ("best" if len(self.sweep.lrs) > 1 else "preset")
+        return f"{self.task} {self.sweep.preset} {config} lr {lr} seed {self.seed}"
+
+    def parent(self, runs: Path) -> Path | None:
+        return None  # every run of a grid trains from scratch
+
+    def argv(self, runs: Path) -> list[str]:
+        s = self.sweep
+        return [
+            "train", self.task, "--preset", s.preset,
+            *(["--model", s.model] if s.model else []),
+            *(["--config", s.config_file] if s.config_file else []),
+            *[a for item in self.sets for a in ("--set", item)],
+            "--resume", "auto", "--out", str(self.folder(runs)),
+        ]  # fmt: skip
 
 
 def trial_row(trial: GridTrial, results: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -175,27 +197,7 @@ def run_grid_sweep(
     sweep: GridSweep, out: str | Path, device: str = "auto", log: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Check the grid, then train every run not finished under ``out`` (a progress line per run), record the store
-    and rewrite the table after each; returns the store."""
-    sweep.check()
-    out = check_output_dir(out)  # never a training run, a checkpoint or a saved model
-    store_path = out / STORE_FILE
-    plan = sweep.plan({"runs": []})
-    total = len(plan.runs) + len(plan.pending)
-    done: list[str] = []
+    and rewrite the table after each; returns the store (:func:`aot.sweep.launch.local.run_local`)."""
+    from aot.sweep.launch.local import run_local
 
-    def progress(store: dict[str, Any], row: dict[str, Any], status: str) -> None:
-        if row["key"] not in done:
-            done.append(row["key"])
-        value = row.get(sweep.metric.field)
-        shown = "—" if value is None else f"{value:.4f}"
-        how = {"trained": f"trained in {row.get('train_seconds', 0):.0f} s", "finished": "finished before"}
-        log(
-            f"[{len(done)}/{total}] {row['config']} lr {row['lr']:g} seed {row['seed']}: "
-            f"{sweep.metric.name} {shown} ({how.get(status, 'recorded')})"
-        )
-        write_text_atomic(out / TABLE_FILE, sweep.markdown(store))
-
-    execution = Execution(out / "runs", store_path, trial_row, sweep.spec(), device, log=log)
-    store = execution.run_plan(sweep.plan, on_record=progress)
-    write_text_atomic(out / TABLE_FILE, sweep.markdown(store))
-    return store
+    return run_local(sweep, out, device, log)

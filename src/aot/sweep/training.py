@@ -23,9 +23,12 @@ def build_run(
     return get_task(task).build_run(preset, config_file=config_file, flags=flags, sets=sets, model_preset=model)
 
 
-def train(task: str, run: TaskRun, out_dir: str | Path, device: str = "auto") -> dict[str, Any]:
-    """Train ``run`` into ``out_dir`` (a killed run continues from its checkpoint) and return its results."""
-    return run_task(get_task(task), run, out_dir, device_name=device, resume="auto")
+def train(
+    task: str, run: TaskRun, out_dir: str | Path, device: str = "auto", branch_from: str | Path | None = None
+) -> dict[str, Any]:
+    """Train ``run`` into ``out_dir`` (a killed run continues from its checkpoint; ``branch_from``: the checkpoint
+    of another run that a cooldown branch starts from) and return its results."""
+    return run_task(get_task(task), run, out_dir, device_name=device, resume="auto", branch_from=branch_from)
 
 
 def finished_results(run_dir: str | Path) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from aot.config import ModelConfig
 from aot.data.icl import ICL_TASKS, ICLBatches, ICLDataConfig, Prompts, eval_prompts
 from aot.eval.icl import model_predictions, squared_errors
 from aot.models import build_model
@@ -155,13 +156,15 @@ class ICLTask(Task[None]):
     def check(self, run: ICLRun, device: torch.device | None = None) -> None:
         """The run's training step and its prompts (the held-out set and a batch, float64 as they are drawn) must
         fit in memory."""
-        cfg = run.model_config(task="icl", n_dims=run.data.n_dims, n_points=run.data.n_points)
         prompt = run.data.n_points * (run.data.n_dims + 2) * 8  # xs, ys and a w per prompt, float64
         data = {
             "held-out prompts": run.eval.final_prompts * prompt,
             "a batch of prompts": run.train.batch_size * prompt * 2,  # drawn in float64, fed as a float32 copy
         }
-        self.check_memory(run, cfg, prompt_tokens(run), data, device=device)
+        self.check_memory(run, *self.planned_model(run), data, device=device)
+
+    def planned_model(self, run: ICLRun) -> tuple[ModelConfig, int]:
+        return run.model_config(task="icl", n_dims=run.data.n_dims, n_points=run.data.n_points), prompt_tokens(run)
 
     def load_data(self, run: ICLRun, is_main: bool) -> None:
         return None  # prompts are drawn from the step (ICLBatches); the held-out set is fixed by its own seed

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from aot.config import ModelConfig
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, check_hub_corpus, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, corpus_cache, is_small, open_lm_data, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, GPT2Tokenizer, save_tokenizer
@@ -136,7 +137,7 @@ def ensure_corpus(data_cfg: LMDataConfig, is_main: bool) -> None:
     raise AotError(f"corpus {name!r} is not fetched yet; run `{CORPORA[name].fetch_command}`")
 
 
-def _vocab_field(tokenizer: str) -> dict[str, int]:
+def vocab_field(tokenizer: str) -> dict[str, int]:
     """``{"vocab_size": V}`` of tokenizer ``tokenizer`` as it is named (bytes: 256, gpt2: 50257, bpe-N: N) before
     any data is read; ``{}`` for a name it does not know (loading the data then names the problem)."""
     known = {"bytes": ByteTokenizer.vocab_size, "gpt2": GPT2Tokenizer.vocab_size}
@@ -146,7 +147,7 @@ def _vocab_field(tokenizer: str) -> dict[str, int]:
     return {"vocab_size": known[tokenizer]} if tokenizer in known else {}
 
 
-def _tokenizer_of(data_cfg: LMDataConfig) -> str:
+def tokenizer_of(data_cfg: LMDataConfig) -> str:
     """The tokenizer a run will use: a prepared folder's (its meta.json), else ``data.tokenizer``."""
     if data_cfg.shards is not None:
         meta = Path(data_cfg.shards).expanduser() / "meta.json"
@@ -281,8 +282,11 @@ class LMTask(Task[LMData]):
         run's training step must fit in memory (with the vocabulary its tokenizer will give)."""
         if run.data.shards is None:
             check_hub_corpus(run.data.corpus)
-        cfg = run.model_config(**_vocab_field(_tokenizer_of(run.data)))
-        self.check_memory(run, cfg, cfg.block_size, device=device)
+        self.check_memory(run, *self.planned_model(run), device=device)
+
+    def planned_model(self, run: LMRun) -> tuple[ModelConfig, int]:
+        cfg = run.model_config(**vocab_field(tokenizer_of(run.data)))
+        return cfg, cfg.block_size
 
     def load_data(self, run: LMRun, is_main: bool) -> LMData:
         data = load_lm_data(run.data, is_main)

@@ -198,6 +198,11 @@ class Task(Generic[D]):
         """One-line errors about the run that need no data (called before anything is read), such as
         :meth:`check_memory`."""
 
+    def planned_model(self, run: Any) -> tuple[ModelConfig, int]:
+        """The model the run will train and the tokens a sample puts through it, known before any data is read
+        (for the memory check and for a sweep's cost estimate: :func:`aot.bench.flops.training_flops_per_sample`)."""
+        raise NotImplementedError
+
     def check_memory(
         self,
         run: TaskRun,

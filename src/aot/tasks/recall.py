@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from aot.config import ModelConfig
 from aot.data.mqar import IGNORE, MQARBatches, MQARConfig, MQARSequences, held_out
 from aot.models import build_model
 from aot.models.base import AotModel
@@ -202,7 +203,10 @@ class RecallTask(Task[HeldOut]):
             "held-out sequences": (run.eval.val_sequences + run.eval.test_sequences) * sequence,
             "a batch of sequences": run.train.batch_size * sequence,
         }
-        self.check_memory(run, run.recall_model_config(), run.data.seq_len, data, device=device)
+        self.check_memory(run, *self.planned_model(run), data, device=device)
+
+    def planned_model(self, run: RecallRun) -> tuple[ModelConfig, int]:
+        return run.recall_model_config(), run.data.seq_len
 
     def load_data(self, run: RecallRun, is_main: bool) -> HeldOut:
         return HeldOut(

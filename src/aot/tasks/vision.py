@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from aot.config import ModelConfig
 from aot.data.image_stream import ModelInputs
 from aot.data.image_transforms import AUGMENTS
 from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageData, open_images
@@ -349,8 +350,11 @@ class VisionTask(Task[VisionData]):
                 "folders, or tar shards from `aot data pack-images`) or hf:NAME"
             )
         if not run.finetune.init_from:
-            cfg = run.model_config()
-            self.check_memory(run, cfg, image_tokens(cfg), device=device)
+            self.check_memory(run, *self.planned_model(run), device=device)
+
+    def planned_model(self, run: VisionRun) -> tuple[ModelConfig, int]:
+        cfg = run.model_config()
+        return cfg, image_tokens(cfg)
 
     def load_data(self, run: VisionRun, is_main: bool) -> VisionData:
         return open_images(run.data.dataset, run.data.val_size if run.data.val_size < 1 else int(run.data.val_size))
