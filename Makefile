@@ -9,13 +9,13 @@ TORCH_INDEX ?=
 # timm for `make install-timm` (aot[timm]); not in requirements-ci.txt: its torchvision must match the torch build
 TIMM ?= timm==1.0.31
 
-.PHONY: install install-timm run report docs test test-all lint typecheck check clean
+.PHONY: install install-timm run report results docs test test-all lint typecheck check clean
 
 $(STAMP): pyproject.toml requirements-ci.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt
-	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,hf-data,eval,lens,mamba,icl]'
+	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,hf-data,eval,lens,mamba,icl,slurm]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch, the package (editable) and the libraries its adapters meet
@@ -25,7 +25,7 @@ install: $(STAMP)  ## create .venv with the pinned CPU torch, the package (edita
 install-timm: $(STAMP)  ## timm beside the installed torch, or one line saying why not (scripts/install_timm.py)
 	$(PY) scripts/install_timm.py '$(TIMM)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 
-run: $(STAMP)  ## the main job: fetch Shakespeare once, train the cpu-quick AoT LM, write runs/lm (time: benchmarks/main_job)
+run: $(STAMP)  ## the main job: fetch Shakespeare once, train the paper's AoT-MSSA (preset cpu-mssa), write runs/lm (time: benchmarks/main_job)
 	$(AOT) train lm --out runs/lm --resume auto
 
 report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs/report/index.html (time: benchmarks/report)
@@ -33,6 +33,11 @@ report: $(STAMP)  ## the paper's experiments at the quick size, one report: runs
 	-$(AOT) data fetch austen
 	-$(AOT) data fetch fashion-mnist
 	$(AOT) reproduce --preset quick --out runs/report
+
+# every folder's render command (scripts/results_index.py FOLDERS), then the index: benchmarks/README.md, docs/results.md
+# and the <!-- results:... --> blocks; tests/test_results_index.py fails while a generated file differs from this
+results: $(STAMP)  ## rewrite every generated table and block of the README, docs/ and benchmarks/ from the records; trains nothing
+	OMP_NUM_THREADS=1 $(PY) scripts/results_index.py --all
 
 docs: $(STAMP)  ## the documentation site (mkdocs.yml) into site/, strict: a broken link or reference fails
 	$(VENV)/bin/mkdocs build --strict

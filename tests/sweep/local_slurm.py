@@ -103,7 +103,7 @@ def start_cluster(folder: Path) -> LocalSlurm | str:
                 "AccountingStorageType=accounting_storage/none",
                 "MpiDefault=none",
                 "ReturnToService=2",
-                "KillWait=5",
+                "KillWait=1",  # SIGKILL 1 s after SIGTERM, which a submitit job ignores (Slurm default: 30 s)
                 "MinJobAge=600",
                 f"NodeName={host} CPUs={os.cpu_count() or 1} RealMemory={_memory_mb()} State=UNKNOWN",
                 f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",

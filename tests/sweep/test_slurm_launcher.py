@@ -30,14 +30,14 @@ from aot.sweep.sweep_file import read_sweep_file
 pytest.importorskip("submitit")
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
-#: long enough (about 5 s of training here) that a job can be cancelled between its first checkpoint and its end
+#: long enough (about 5 s of training here; KillWait is 1 s) that a job can be cancelled between its first checkpoint and its end
 GRID = {
     "data.corpus": str(FIXTURE),
     "model.n_layer": 1,
     "model.n_embd": 16,
     "model.n_head": 2,
     "model.block_size": 16,
-    "train.steps": 1500,
+    "train.steps": 3000,
     "train.batch_size": 4,
     "train.warmup_steps": 1,
     "train.precision": "fp32",

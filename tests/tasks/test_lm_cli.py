@@ -17,6 +17,8 @@ TINY = [
     "--set",
     "model.n_embd=32",
     "--set",
+    "model.n_head=4",
+    "--set",
     "model.block_size=32",
     "--set",
     "eval.final_windows=8",
@@ -142,7 +144,7 @@ def test_default_corpus_is_fetched_when_missing(tmp_path, monkeypatch, capsys):
 def test_a_model_preset_on_a_recipe_says_what_it_replaces(capsys):
     """`--model P` swaps the recipe's model for preset P as it is; the recipe's own model settings (cpu-quick's
     rotary positions and init 0.05) are dropped, and one line on stderr names them and how to keep them."""
-    assert main(["train", "lm", "--model", "aot-mssa-l-cpu", "--dump-config"]) == 0
+    assert main(["train", "lm", "--preset", "cpu-quick", "--model", "aot-mssa-l-cpu", "--dump-config"]) == 0
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if "replaces" in line]
     assert len(lines) == 1 and "position=rope" in lines[0] and "init_std=0.05" in lines[0]
@@ -153,7 +155,8 @@ def test_a_model_preset_on_a_recipe_says_what_it_replaces(capsys):
 
 
 def test_a_training_run_says_what_model_preset_replaced_when_it_starts(tmp_path, capsys):
-    argv = ["train", "lm", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", *TINY, "--steps", "2"]
+    argv = ["train", "lm", "--preset", "cpu-quick", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", *TINY]
+    argv += ["--steps", "2"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
     assert len([line for line in err.splitlines() if "replaces preset cpu-quick" in line]) == 1
