@@ -491,3 +491,23 @@ def test_chromium_check_catches_a_broken_image_and_an_external_resource(tmp_path
     page.write_text('<html><body><img src="data:image/png;base64,AAAA"></body></html>')
     with pytest.raises(AotError, match="1 of 1 images did not load"):
         check_page(page, tmp_path / "p.png")
+
+
+def test_render_writes_the_same_page_from_the_record_and_runs_nothing(tiny_report, tmp_path, capsys):
+    """`aot reproduce --render`: the page and report.md again from report.json and the parts' results (how the
+    committed benchmarks/report's page is built without keeping it in git); byte-identical, nothing run."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_report, copy)
+    for name in ("index.html", "report.md"):
+        (copy / name).unlink()
+    logs_before = sorted(p.name for p in copy.rglob("*.log"))
+    assert main(["reproduce", "--render", "--out", str(copy)]) == 0
+    assert "ran nothing" in capsys.readouterr().out
+    for name in ("index.html", "report.md", "report.json"):
+        assert (copy / name).read_bytes() == (tiny_report / name).read_bytes(), name
+    assert sorted(p.name for p in copy.rglob("*.log")) == logs_before
+    assert main(["reproduce", "--render", "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "report.json" in err and "\n" not in err

@@ -64,6 +64,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--dry-run", action="store_true", help="print the commands each part would run at this preset, run nothing"
     )
     parser.add_argument(
+        "--render",
+        action="store_true",
+        help="run nothing: write report.md and index.html of --out again from its report.json and the parts' "
+        "recorded results (how the committed benchmarks/report's page is built)",
+    )
+    parser.add_argument(
         "--screenshot",
         action="store_true",
         help="render index.html in headless chromium to DIR/index.png and check that every image loads",
@@ -116,6 +122,12 @@ def run(args: argparse.Namespace) -> int:
             commit=commit,
         )
 
+    if args.render:
+        from aot.report.build import rewrite_report
+
+        rewrite_report(parts, out)
+        print(f"wrote {out / 'report.md'} and {out / 'index.html'} from {out / 'report.json'}; ran nothing")
+        return 0
     if args.dry_run:
         for line in dry_run_lines(select_parts(parts, args.only), args.preset, out, data):
             print(line)

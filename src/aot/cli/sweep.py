@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aot.cli.options import add_number
 from aot.errors import ConfigError
 from aot.sweep.execute import Study
-from aot.cli.options import add_number
 from aot.sweep.launch.cost import MFU, CostModel, run_flops
 from aot.sweep.launch.resources import CPUS, GPUS, Resources
 from aot.sweep.store import STORE_FILE, read_store

@@ -153,3 +153,22 @@ def write_report(
         except OSError as exc:  # a full disk, a read-only folder: one line; the earlier report files are whole
             raise WriteFailed(exc, f"cannot write the report {str(out / name)!r} (the earlier one is kept)") from None
     return doc
+
+
+def rewrite_report(parts: list[Part], out: Path) -> Document:
+    """Write ``report.md`` and ``index.html`` of the report in ``out`` again from what it recorded (its
+    ``report.json`` and each part's results), running nothing: how a committed report's page is built without
+    keeping the page itself in git. The date, machine and command stay those of the run that wrote the record."""
+    from aot.errors import AotError
+
+    path = out / "report.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        outcomes = [Outcome(**o) for o in summary["parts"]]
+        fields = {k: summary[k] for k in ("preset", "command", "machine", "code")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise AotError(
+            f"--render needs the report.json that `aot reproduce --out {out}` writes ({path}: {exc}); run the "
+            "report first"
+        ) from None
+    return write_report(parts, outcomes, out=out, commit=summary.get("git"), **fields)
