@@ -30,7 +30,8 @@ from aot.sweep.sweep_file import read_sweep_file
 pytest.importorskip("submitit")
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
-#: long enough (about 5 s of training here; KillWait is 1 s) that a job can be cancelled between its first checkpoint and its end
+#: long enough (about 5 s of training here; the test cluster's KillWait is 1 s) that a job can be cancelled between
+#: its first checkpoint and its end
 GRID = {
     "data.corpus": str(FIXTURE),
     "model.n_layer": 1,

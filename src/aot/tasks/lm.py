@@ -243,8 +243,8 @@ class LMTask(Task[LMData]):
         "shared trainer, then report val and test loss, perplexity and bits per byte beside the unigram and bigram "
         "baselines. Writes results.json, loss_curve.png, metrics.jsonl and checkpoint/ (safetensors + JSON) "
         "into --out. The default (preset cpu-mssa) fetches Shakespeare if missing and trains the paper's model, "
-        "AoT-MSSA, on a 2-core CPU; its recorded time and loss are in the README's main-job table. Under torchrun the global "
-        "batch stays the same for any number of processes.",
+        "AoT-MSSA, on a 2-core CPU; its recorded time and loss are in the README's main-job table. Under "
+        "torchrun the global batch stays the same for any number of processes.",
         examples=(
             "aot train lm                                   # cpu-mssa: AoT-MSSA on Shakespeare bytes",
             "aot train lm --preset cpu-quick                # AoT-MHSA, faster: a first look in two minutes",
