@@ -74,7 +74,11 @@ FOLDERS: tuple[Folder, ...] = (
         "results.md",
     ),
     Folder("lm", ("python benchmarks/lm/run.py",), ("python benchmarks/lm/headline.py --write",)),
-    Folder("scaling", ("aot sweep --file benchmarks/scaling/cpu.yaml",), ("python benchmarks/scaling/render.py",)),
+    Folder(
+        "scaling",
+        ("aot sweep --file benchmarks/scaling/cpu.yaml --out benchmarks/scaling",),
+        ("python benchmarks/scaling/render.py",),
+    ),
     Folder("recall", ("python benchmarks/recall/run.py",), ("python benchmarks/recall/run.py --render",)),
     Folder(
         "zeroshot",
@@ -106,9 +110,6 @@ FOLDERS: tuple[Folder, ...] = (
     Folder("timm", ("python benchmarks/timm/data_stats.py",), (), "data_stats.json"),
     Folder("sweep", ("python benchmarks/sweep/record_slurm_test.py",)),
 )
-
-#: folders whose commands name files another change is still writing (the scaling study's new driver)
-PENDING = {"scaling": "the sweep file and render.py replace benchmarks/scaling/run.py"}
 
 
 def command_files(command: str) -> list[str]:

@@ -27,8 +27,8 @@ def context(tmp_path: Path, runs: Path | None, preset: str = "full") -> Context:
 def test_without_a_recorded_study_the_part_says_so_and_lists_the_command(tmp_path):
     plan = scaling.plan(context(tmp_path, tmp_path / "none.json"))
     assert plan.missing == [
-        f"no scaling study recorded at {tmp_path / 'none.json'}: run benchmarks/scaling/run.py or give "
-        "--data scaling-runs=FILE"
+        f"no scaling study recorded at {tmp_path / 'none.json'}: run aot sweep --file benchmarks/scaling/cpu.yaml "
+        "--out benchmarks/scaling or give --data scaling-runs=FILE"
     ]
     assert plan.steps[0].argv[:3] == ["scaling", "fit", str(tmp_path / "none.json")]
 

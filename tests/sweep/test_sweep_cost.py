@@ -42,3 +42,29 @@ def test_an_unknown_gpu_or_an_impossible_mfu_is_one_line(gpu, mfu, message, caps
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_the_gpu_designs_plan_with_their_gpu_hours_and_a_branch_costs_its_cooldown_only(capsys):
+    """`aot sweep --file benchmarks/scaling/gpu-a.yaml --plan`: every run with its FLOPs and GPU-hours, and a
+    cooldown branch costs the steps it trains (from its parent's kept checkpoint), not its whole budget."""
+    from pathlib import Path
+
+    from aot.sweep.execute import branch_parent
+    from aot.sweep.launch.cost import start_step
+    from aot.sweep.sweep_file import read_sweep_file
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "scaling"
+    for name in ("gpu-a.yaml", "gpu-b.yaml"):
+        assert main(["sweep", "--file", str(root / name), "--plan", "--out", "unused-out"]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        runs = [line for line in printed if line.startswith(("run ", "waiting "))]
+        assert runs and all("GPU-h" in line for line in runs), name
+        total = next(line for line in printed if "GPU-hours on H100 bf16 at 40 % MFU" in line)
+        assert total.startswith(f"{len(runs)} runs, {len(runs)} to train")
+    study = read_sweep_file(root / "gpu-a.yaml").study
+    plan = study.plan({"runs": []})
+    branch = next(t for t in plan.pending if branch_parent(t, Path("r")) is not None)
+    start, run = start_step(branch_parent(branch, Path("r"))), branch.build()
+    assert 0 < start < run.train.steps
+    whole = run_flops("lm", run)
+    assert run_flops("lm", run, start) == pytest.approx(whole * (run.train.steps - start) / run.train.steps)

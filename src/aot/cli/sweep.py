@@ -8,8 +8,8 @@ from pathlib import Path
 
 from aot.cli.options import add_number
 from aot.errors import ConfigError
-from aot.sweep.execute import Study
-from aot.sweep.launch.cost import MFU, CostModel, run_flops
+from aot.sweep.execute import Study, branch_parent
+from aot.sweep.launch.cost import MFU, CostModel, run_flops, start_step
 from aot.sweep.launch.resources import CPUS, GPUS, Resources
 from aot.sweep.store import STORE_FILE, read_store
 from aot.sweep.task_sweep import GridSweep
@@ -197,7 +197,9 @@ def print_plan(study: Study, out: Path, cost: CostModel, resources: Resources) -
     for status, trials in (("run", plan.runs), ("waiting", plan.pending)):
         for trial in trials:
             done = trial.key in recorded or finished_results(trial.folder(execution.runs)) is not None
-            flops = None if done else run_flops(trial.task, trial.build())
+            flops = (
+                None if done else run_flops(trial.task, trial.build(), start_step(branch_parent(trial, execution.runs)))
+            )
             if not done:
                 todo += 1
                 total_flops += flops or 0.0
@@ -213,5 +215,5 @@ def print_plan(study: Study, out: Path, cost: CostModel, resources: Resources) -
           + (f" ({unknown} runs without an analytic count left out)" if unknown else "")
           + (f"; {resources.gpus} GPU(s) per run" if resources.gpus else ""))  # fmt: skip
     if plan.pending:
-        print("waiting runs are listed at the lr known now; an lr sweep extended at an edge may add runs")
+        print("(waiting runs are listed at the lr known now; an lr sweep extended at an edge may add runs)")
     return 0

@@ -4,7 +4,7 @@
 read at the paper's model sizes and token budget beside the paper's gaps; then the same fit with one E shared by
 every family (``--shared-e``: E belongs to the data), and the law-free gaps at matched size and budget.
 
-The part trains nothing: it fits the runs already recorded (the CPU-hours of ``benchmarks/scaling/run.py``), at
+The part trains nothing: it fits the runs already recorded (the CPU-hours of benchmarks/scaling/cpu.yaml), at
 every preset (the bootstrap grows with the preset). Without the file, or without enough finished GPT-2 runs, it
 says so and lists the command. A family whose runs cannot determine a law yet (fewer than five finished runs, or one
 size or budget only) is left out of the fit and named.
@@ -43,7 +43,9 @@ RUNS = checkout_record("scaling", "results.json")  # None when installed from a 
 #: the study's own runs: its WSD runs and their cooldown branches (its lr sweep and cosine check are other kinds)
 KINDS = ("main", "branch")
 REFERENCE = "gpt2"
-#: each paper model -> the study's family (benchmarks/scaling/run.py's FAMILIES) whose law is read at its size
+#: the command that runs the recorded study
+STUDY_COMMAND = "aot sweep --file benchmarks/scaling/cpu.yaml --out benchmarks/scaling"
+#: each paper model -> the study's family (benchmarks/scaling/cpu.yaml's families) whose law is read at its size
 PAPER_FAMILIES = {
     "GPT-2 Base": "gpt2",
     "AoT-MHSA-L Base": "aot-mhsa",
@@ -122,7 +124,7 @@ def plan(ctx: Context) -> Plan:
         why += "--data scaling-runs=FILE"
         return Plan([Step("fit", ["scaling", "fit", str(path), *options])], settings, missing=[why])
     if not path.is_file():
-        why = f"no scaling study recorded at {path}: run benchmarks/scaling/run.py or give --data scaling-runs=FILE"
+        why = f"no scaling study recorded at {path}: run {STUDY_COMMAND} or give --data scaling-runs=FILE"
         return Plan([Step("fit", ["scaling", "fit", str(path), *options])], settings, missing=[why])
     where = [f"{field}={','.join(values)}" for field, values in kind_filter(path).items()]
     try:
@@ -143,7 +145,7 @@ def plan(ctx: Context) -> Plan:
     if REFERENCE not in ready:
         missing.append(
             f"{path} cannot determine GPT-2's law yet ({'; '.join(waiting) or 'no gpt2 runs'}): finish the study "
-            "(benchmarks/scaling/run.py)"
+            f"({STUDY_COMMAND})"
         )
     steps = [Step("fit", argv)]
     if len(ready) > 1:  # one E for every family: the same fit for one family

@@ -6,7 +6,9 @@ it, and the MFU is the user's assumption, printed beside the figure."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from aot.bench.flops import training_flops_per_sample
 from aot.bench.peaks import GPU_PEAK_FLOPS
@@ -41,9 +43,10 @@ class CostModel:
         return f"{self.gpu} {self.dtype} at {100 * self.mfu:.0f} % MFU ({self.peak / 1e12:.0f} TFLOP/s peak)"
 
 
-def run_flops(task: str, run: TaskRun) -> float | None:
-    """The training FLOPs of ``run`` (forward and backward of every sample of every step); None when its model's
-    count is not known analytically (a block without a formula) or its model cannot be planned without its data."""
+def run_flops(task: str, run: TaskRun, start_step: int = 0) -> float | None:
+    """The training FLOPs of ``run`` from ``start_step`` (a cooldown branch starts at its parent's checkpoint) to its
+    last step (forward and backward of every sample); None when its model's count is not known analytically (a
+    block without a formula) or its model cannot be planned without its data."""
     try:
         cfg, seq_len = get_task(task).planned_model(run)
     except (AotError, NotImplementedError, OSError):
@@ -51,4 +54,10 @@ def run_flops(task: str, run: TaskRun) -> float | None:
     per_sample = training_flops_per_sample(cfg, seq_len)
     if per_sample is None:
         return None
-    return per_sample * run.train.steps * run.train.batch_size
+    return per_sample * max(run.train.steps - start_step, 0) * run.train.batch_size
+
+
+def start_step(checkpoint: Path | None) -> int:
+    """The step a run branched from ``checkpoint`` (``RUN/checkpoint-step800``) starts at; 0 for a fresh run."""
+    match = re.search(r"step(\d+)$", checkpoint.name) if checkpoint is not None else None
+    return int(match.group(1)) if match else 0

@@ -11,7 +11,9 @@ the runs whose fields have one of the given values (``kind`` in ``main``, ``bran
 lr sweep). An ``aot sweep`` results store (``aot sweep lm ...
 --out DIR`` writes DIR/results.json) is such a file; when it declares its sweep (its ``sweep`` entry), only each
 config's runs at its best lr are read (:meth:`aot.sweep.spec.SweepSpec.summaries`), since the others are the lr
-sweep's losers. Every problem is one line naming the file, the run and the field.
+sweep's losers; a scaling study's store (its sweep's ``kind`` is ``scaling``: :mod:`aot.sweep.scaling.plan`) is
+read whole, since its lrs come from a rule and its lr sweep is rows of kind ``sweep`` that ``where`` leaves out.
+Every problem is one line naming the file, the run and the field.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ PARAMS_FIELD = "non_embedding_params"
 TOKENS_FIELD = "tokens"
 FLOPS_FIELDS = ("train_flops", "training_flops")
 FLOPS_PER_TOKEN_FIELD = "train_flops_per_token"
+#: the ``kind`` a scaling study's store declares in its ``sweep`` entry (aot.sweep.scaling.plan.ScalingStudy.spec)
+STUDY_KIND = "scaling"
 
 
 @dataclass(frozen=True)
@@ -75,12 +79,18 @@ def read_scaling_runs(
         rows = [row for row in rows if str(row.get(field)) in values]
         if not rows:
             raise AotError(f"{str(path)!r} has no run with {field} in {', '.join(values)} yet: nothing to fit")
-    if "sweep" in doc:
+    if "sweep" in doc and not is_study_store(doc):
         rows = best_lr_rows(path, doc, rows)
     family = family or ("family" if "family" in rows[0] else "block")
     runs = [_run(path, i, row, family, loss) for i, row in enumerate(rows)]
     _check_unique(path, runs)
     return runs
+
+
+def is_study_store(doc: dict[str, Any]) -> bool:
+    """Whether ``doc`` is a scaling study's store (read whole: see the module)."""
+    sweep = doc.get("sweep")
+    return isinstance(sweep, dict) and sweep.get("kind") == STUDY_KIND
 
 
 def best_lr_rows(path: Path, doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
