@@ -272,3 +272,27 @@ def test_why_a_job_ended_reads_its_exception_then_its_log_then_its_state(tmp_pat
     assert failure_line("9", JobState("FAILED"), tmp_path) == ENDINGS["OUT_OF_MEMORY"]
     assert failure_line("10", JobState("OUT_OF_MEMORY"), tmp_path) == ENDINGS["OUT_OF_MEMORY"]
     assert failure_line("11", JobState("FAILED", "exit 1:0"), tmp_path) == "failed exit 1:0"
+
+
+def test_a_trial_with_several_gpus_trains_under_torchrun_inside_its_job(tmp_path, monkeypatch):
+    """What a job of a trial asking for 2 GPUs runs (TrialJob, without Slurm): torchrun with 2 processes (here on
+    the CPU, with gloo: train.strategy=ddp), then the finished run's row recorded."""
+    import aot.sweep.launch.slurm as slurm
+
+    monkeypatch.setenv("AOT_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    grid = {**GRID, "train.steps": 4, "train.lr": 1.0e-3, "train.strategy": "ddp"}
+    study = read_sweep_file(sweep_file(tmp_path, grid)).study
+    trial = study.plan({"runs": []}).runs[0]
+    started = []
+    real_call = subprocess.call
+
+    def spy(command, *args, **kwargs):
+        started.append(command)
+        return real_call(command, *args, **kwargs)
+
+    monkeypatch.setattr(slurm.subprocess, "call", spy)
+    assert slurm.TrialJob(study, trial, tmp_path / "out", "cpu", gpus=2)() == "finished"  # trained by torchrun
+    assert len(started) == 1 and "--nproc_per_node=2" in started[0] and "torch.distributed.run" in started[0]
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    assert [row["key"] for row in rows] == [trial.key] and rows[0]["seed"] == 0
