@@ -15,7 +15,9 @@ from aot import blockspec
 from aot.errors import ConfigError
 from aot.validation import Limit, above, at_least, check_choice, check_fields, from_dict
 
-TASKS = ("lm", "image", "icl")
+#: what a model is built for (ModelConfig.task): its input and head. Not the training tasks of ``aot train``
+#: (:data:`aot.tasks.TASKS`: lm, vision, icl, recall; vision trains ``image`` models, recall ``lm`` ones)
+MODEL_TASKS = ("lm", "image", "icl")
 CAUSAL_TASKS = ("lm", "icl")  # the tasks whose models are causal unless the config says otherwise
 NORMS = ("layernorm", "rmsnorm", "none")
 ACTIVATIONS = ("gelu", "gelu_tanh")
@@ -34,6 +36,16 @@ def block_types() -> tuple[str, ...]:
 def __getattr__(name: str) -> Any:
     if name == "BLOCK_TYPES":  # derived on access, so a block registered later is included
         return block_types()
+    if name == "TASKS":  # the old name, which said the same as aot.tasks.TASKS and meant something else
+        import warnings
+
+        warnings.warn(
+            "aot.config.TASKS is renamed MODEL_TASKS (what a model is built for; aot.tasks.TASKS are the training "
+            "tasks); the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return MODEL_TASKS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -190,7 +202,7 @@ class ModelConfig:
     def validate(self) -> None:
         """Raise a one-line :class:`ConfigError` naming the first invalid field and how to fix it."""
         spec = blockspec.block_spec(self.block)
-        check_choice("task", self.task, TASKS)
+        check_choice("task", self.task, MODEL_TASKS)
         check_choice("norm", self.norm, NORMS)
         check_choice("position", self.position, POSITIONS)
         check_choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
@@ -262,7 +274,7 @@ __all__ = [
     "ACTIVATIONS",
     "BLOCK_TYPES",  # noqa: F822  (module __getattr__)
     "CAUSAL_TASKS",
-    "TASKS",
+    "MODEL_TASKS",
     "TOKEN_SHIFTS",
     "ModelConfig",
     "block_types",

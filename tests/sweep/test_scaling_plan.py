@@ -22,7 +22,8 @@ import yaml
 from test_lm_bench_script import load_script
 
 from aot.errors import ConfigError
-from aot.sweep.scaling.plan import ScalingStudy, ScalingTrial, log_linear_lr, stable_checkpoint, sweep_lrs, swept_lr
+from aot.sweep.scaling.lr_rule import log_linear_lr, stable_checkpoint, sweep_lrs, swept_lr
+from aot.sweep.scaling.plan import ScalingStudy, ScalingTrial
 from aot.sweep.store import read_store
 
 REPO = Path(__file__).resolve().parents[2]

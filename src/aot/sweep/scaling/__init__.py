@@ -8,7 +8,8 @@ compute and the extrapolation to given sizes; its table and figures (what ``aot 
 - :mod:`aot.sweep.scaling.runs`: reading the runs file (or an ``aot sweep`` store);
 - :mod:`aot.sweep.scaling.study`: every family fitted, the frontier, gaps and points as one results dict;
 - :mod:`aot.sweep.scaling.render`, :mod:`aot.sweep.scaling.figures`: the Markdown table and the figures;
-- :mod:`aot.sweep.scaling.plan`: a study to fit, planned from a sweep file of ``kind: scaling`` (``aot sweep --file``).
+- :mod:`aot.sweep.scaling.plan`: a study to fit, planned from a sweep file of ``kind: scaling`` (``aot sweep --file``),
+  read by :mod:`aot.sweep.scaling.study_file`, its lr rule in :mod:`aot.sweep.scaling.lr_rule`.
 
     from aot.sweep.scaling import read_scaling_runs, fit_study, Point
     runs = read_scaling_runs("benchmarks/scaling/results.json")

@@ -3,23 +3,22 @@
 
 - families (a model preset each) grow in width at a fixed depth; each width is a *size*;
 - budgets: training lengths in steps, or in tokens per non-embedding parameter (steps rounded);
-- the lr: fixed, or a rule measured by sweeps at two sizes (:func:`sweep_lrs` extends a sweep along a ladder while
-  its best lr is at an edge, :func:`vertex_lr` reads the best off a parabola, :func:`log_linear_lr` carries the
-  two swept sizes' lrs to every size in log N);
+- the lr: fixed, or a rule measured by sweeps at two sizes (:mod:`aot.sweep.scaling.lr_rule`: a sweep extended along
+  a ladder while its best lr is at an edge, the best read off a parabola, carried to every size in log N);
 - one WSD run per (family, size, seed) to its largest budget, keeping the stable-phase checkpoints where each
-  smaller budget's cooldown starts (:func:`stable_checkpoint`), and a cooldown branch per smaller budget
+  smaller budget's cooldown starts, and a cooldown branch per smaller budget
   (``aot train lm --branch-from``): exactly the run of that budget from scratch (tests/train/test_wsd_branch.py);
 - optional checks: cosine runs from scratch beside the WSD rows, and runs with a token shift (issue 29).
 
-A trial's key is its run folder under the file's ``runs`` folder (``main/gpt2-d64-s0-2000``), so a store's rows
-keep their identity however they were run. :class:`ScalingStudy` is what :class:`aot.sweep.execute.Study` asks
-for; it and its trials hold plain values only, since a launcher pickles them into cluster jobs.
+The file is read by :mod:`aot.sweep.scaling.study_file`. A trial's key is its run folder under the file's ``runs``
+folder (``main/gpt2-d64-s0-2000``), so a store's rows keep their identity however they were run.
+:class:`ScalingStudy` is what :class:`aot.sweep.execute.Study` asks for; it and its trials hold plain values only,
+since a launcher pickles them into cluster jobs.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,228 +30,35 @@ from aot.errors import ConfigError
 from aot.sweep.execute import Execution
 from aot.sweep.grid import Plan
 from aot.sweep.render import table
+from aot.sweep.scaling.lr_rule import log_linear_lr, stable_checkpoint, sweep_losses, sweep_lrs, swept_lr
 from aot.sweep.scaling.runs import STUDY_KIND
+from aot.sweep.scaling.study_file import (
+    UNITS,
+    Budgets,
+    CosineCheck,
+    Family,
+    Fields,
+    LrRule,
+    Remedy,
+    SeedRule,
+    read_cosine,
+    read_data,
+    read_family,
+    read_lr,
+    read_remedy,
+    read_seed,
+    read_sets,
+)
 from aot.sweep.spec import SweepSpec
 from aot.sweep.store import STORE_FILE
 from aot.sweep.training import build_run, finished_results
 from aot.tasks import TaskRun, get_task
 
 TASK = "lm"
-UNITS = ("steps", "tokens_per_param")
 #: the row fields that name a config of a scaling store (what its ``sweep`` entry declares)
 GROUP = ("kind", "family", "n_embd", "steps", "token_shift")
 #: the top folder of each kind of run under the study's runs folder
 FOLDERS = {"sweep": "sweep", "main": "main", "branch": "main", "cosine": "cosine", "remedy": "remedy"}
-
-# -- the method's rules, as functions of plain values -------------------------------------------------------
-
-
-def stable_checkpoint(steps: int, decay_fraction: float) -> int:
-    """Where a ``steps``-step WSD run's cooldown starts: a longer run's checkpoint there is that run's state."""
-    return round(steps * (1 - decay_fraction))
-
-
-def sweep_lrs(losses: Mapping[float, float], first: Sequence[float], ladder: Sequence[float]) -> list[float]:
-    """The lrs a swept size needs, given the val losses of those finished (``losses``): ``first``, then one more
-    step along ``ladder`` on the side of the best while the best finished lr is the highest (or lowest) tried, so
-    that the best has a tried neighbour on each side."""
-    lrs = list(first)
-    while all(lr in losses for lr in lrs):
-        best = min(lrs, key=lambda lr: losses[lr])
-        i = ladder.index(best)
-        if best == max(lrs) and i + 1 < len(ladder):
-            lrs.append(ladder[i + 1])
-        elif best == min(lrs) and i > 0:
-            lrs.insert(0, ladder[i - 1])
-        else:
-            break
-    return lrs
-
-
-def vertex_lr(losses: Mapping[float, float], lrs: Sequence[float]) -> float:
-    """The best lr of a finished sweep over ``lrs`` (ascending): the vertex of the parabola through (log lr, val
-    loss) of the best tried lr and its two neighbours (or the two beside it, at an end), clipped to them; the best
-    of the three where the parabola opens downwards."""
-    i = lrs.index(min(lrs, key=lambda lr: losses[lr]))
-    i = min(max(i, 1), len(lrs) - 2)
-    xs = [math.log(lr) for lr in lrs[i - 1 : i + 2]]
-    ys = [losses[lr] for lr in lrs[i - 1 : i + 2]]
-    (x0, x1, x2), (y0, y1, y2) = xs, ys
-    denom = (x0 - x1) * (x0 - x2) * (x1 - x2)
-    a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / denom
-    b = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / denom
-    best = xs[ys.index(min(ys))] if a <= 0 else -b / (2 * a)
-    return math.exp(min(max(best, xs[0]), xs[-1]))
-
-
-def swept_lr(losses: Mapping[float, float], first: Sequence[float], ladder: Sequence[float]) -> float | None:
-    """The best lr of a swept size (:func:`vertex_lr`); None until its sweep (:func:`sweep_lrs`) has finished."""
-    lrs = sweep_lrs(losses, first, ladder)
-    if not all(lr in losses for lr in lrs):
-        return None
-    return vertex_lr(losses, lrs)
-
-
-def log_linear_lr(anchors: Sequence[tuple[int, float]], params: int) -> float:
-    """The lr at ``params`` non-embedding parameters: log lr linear in log N through the two (N, lr) ``anchors``
-    (extrapolated beyond them): a measured rule, not μP."""
-    (n0, l0), (n1, l1) = ((math.log(n), math.log(lr)) for n, lr in anchors)
-    n = math.log(params)
-    return math.exp(l0 + (l1 - l0) * (n - n0) / (n1 - n0))
-
-
-def sweep_losses(rows: Sequence[Mapping[str, Any]], family: str, size: int) -> dict[float, float]:
-    """The val loss of each lr of ``family``'s finished sweep runs at ``size`` (rows of kind ``sweep``)."""
-    return {
-        r["lr"]: r["val_loss"] for r in rows if r["kind"] == "sweep" and r["family"] == family and r["size"] == size
-    }
-
-
-# -- reading the file -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Fields:
-    """One-line errors about a sweep file's mappings and values, each naming the file (``source``) and where."""
-
-    source: str
-
-    def error(self, where: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {where}: {message}")
-
-    def mapping(self, data: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:
-        """``data`` as a mapping with every ``required`` field and no field outside ``required`` and
-        ``optional``."""
-        known = ", ".join([*required, *optional])
-        if not isinstance(data, dict):
-            raise self.error(where, f"must be a mapping of the fields {known}, not {data!r}")
-        for name in data:
-            if name not in required and name not in optional:
-                raise self.error(where, f"unknown field {name!r}; known fields: {known}")
-        for name in required:
-            if name not in data:
-                raise self.error(where, f"missing field {name!r}; known fields: {known}")
-        return data
-
-    def named(self, data: Any, where: str, what: str) -> dict[Any, Any]:
-        """A mapping whose keys are names the file chooses (``what`` says what its entries are)."""
-        if not isinstance(data, dict) or not data:
-            raise self.error(where, f"must be a mapping of {what}, not {data!r}")
-        return data
-
-    def integer(self, value: Any, where: str, low: int | None = 0) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-            raise self.error(where, f"must be a whole number{'' if low is None else f' >= {low}'}, not {value!r}")
-        return value
-
-    def number(self, value: Any, where: str) -> float:
-        """A positive number (YAML reads ``1e-3`` as text: it is converted)."""
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
-            raise self.error(where, f"must be a number > 0, not {value!r}")
-        return number
-
-    def text(self, value: Any, where: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.error(where, f"must be a non-empty string, not {value!r}")
-        return value
-
-    def listed(self, value: Any, where: str, item: Callable[[Any, str], Any]) -> tuple[Any, ...]:
-        """A non-empty list, each entry read by ``item``."""
-        if not isinstance(value, list) or not value:
-            raise self.error(where, f"must be a non-empty list, not {value!r}")
-        return tuple(item(v, f"{where}[{i}]") for i, v in enumerate(value))
-
-    def budgets(self, data: dict[str, Any], where: str, one: bool = False) -> Budgets:
-        """The budget of a mapping that gives ``steps`` or ``tokens_per_param`` (exactly one): a list of them, or
-        with ``one`` a single value."""
-        units = [u for u in UNITS if u in data]
-        if len(units) != 1:
-            raise self.error(where, f"give one of {' or '.join(UNITS)}")
-        unit, raw = units[0], data[units[0]]
-        if one:
-            return Budgets(unit, (self.number(raw, f"{where}.{unit}"),))
-        return Budgets(unit, self.listed(raw, f"{where}.{unit}", self.number))
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """Training lengths in ``unit``: ``steps``, or ``tokens_per_param`` (tokens per non-embedding parameter, in
-    steps of the recipe's batch, rounded)."""
-
-    unit: str
-    values: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Family:
-    """A family: ``label`` for tables, its ``model`` preset, its depth and its widths (one size each; none: the
-    preset's own shape, one size), heads of ``head_dim`` (None: the study's)."""
-
-    name: str
-    label: str
-    model: str
-    n_layer: int | None = None
-    widths: tuple[int, ...] = ()
-    head_dim: int | None = None
-
-    @property
-    def sizes(self) -> range:
-        return range(max(1, len(self.widths)))
-
-
-@dataclass(frozen=True)
-class SeedRule:
-    """A seed, at every size (``size`` None) or at one (negative: counted from the largest), at every budget of
-    the size (``budgets`` None) or at those given."""
-
-    seed: int
-    size: int | None = None
-    budgets: Budgets | None = None
-
-
-@dataclass(frozen=True)
-class LrRule:
-    """The lr: ``value`` for every run, or a sweep of ``first`` (extended along ``ladder``) at the two ``sizes``
-    for ``budget``, joined by :func:`log_linear_lr`."""
-
-    value: float | None = None
-    first: tuple[float, ...] = ()
-    ladder: tuple[float, ...] = ()
-    sizes: tuple[int, ...] = ()
-    budget: Budgets | None = None
-
-
-@dataclass(frozen=True)
-class CosineCheck:
-    """Cosine runs from scratch of ``family`` at ``size``, each seed and budget: beside the WSD rows of the same
-    size, budget and seed, they check that a cooldown branch is as good as a cosine run of its length."""
-
-    family: str
-    size: int
-    seeds: tuple[int, ...]
-    budgets: Budgets
-
-
-@dataclass(frozen=True)
-class ShiftRun:
-    """One run of issue 29's remedy: the remedy family with ``model.token_shift=shift`` at ``size`` and ``seed``."""
-
-    shift: str
-    size: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class Remedy:
-    """Issue 29's remedy runs: ``family`` with a token shift, from-scratch WSD runs of ``budget`` at its lr rule."""
-
-    family: str
-    budget: Budgets
-    runs: tuple[ShiftRun, ...]
 
 
 class ModelFacts(NamedTuple):
@@ -339,7 +145,7 @@ class ScalingStudy:
         if top["kind"] != STUDY_KIND:
             raise f.error("kind", f"must be {STUDY_KIND!r} for a scaling study, not {top['kind']!r}")
         named = f.named(top["families"], "families", "family names to their label, model, n_layer and widths")
-        families = tuple(_family(f, name, spec) for name, spec in named.items())
+        families = tuple(read_family(f, name, spec) for name, spec in named.items())
         budgets = f.mapping(top["budgets"], "budgets", (), (*UNITS, "sizes"))
         every = f.budgets(budgets, "budgets")
         sizes = f.named(budgets["sizes"], "budgets.sizes", "size indices to budgets") if "sizes" in budgets else {}
@@ -351,7 +157,7 @@ class ScalingStudy:
             raise f.error(
                 "launcher", f"must be a mapping (gpus, cpus, mem, time, partition, account), not {launcher!r}"
             )
-        data_fields, train_tokens = _data(f, top["data"])
+        data_fields, train_tokens = read_data(f, top["data"])
         study = cls(
             source=source,
             runs=f.text(top["runs"], "runs"),
@@ -359,12 +165,12 @@ class ScalingStudy:
             data=data_fields,
             families=families,
             budgets=every,
-            lr=_lr(f, top["lr"]),
-            seeds=f.listed(top["seeds"], "seeds", _seed(f)),
+            lr=read_lr(f, top["lr"]),
+            seeds=f.listed(top["seeds"], "seeds", read_seed(f)),
             title=f.text(top.get("title", cls.title), "title"),
             train_tokens=train_tokens,
-            model_sets=_sets(f, sets.get("model"), "sets.model"),
-            recipe_sets=_sets(f, sets.get("recipe"), "sets.recipe"),
+            model_sets=read_sets(f, sets.get("model"), "sets.model"),
+            recipe_sets=read_sets(f, sets.get("recipe"), "sets.recipe"),
             size_budgets=tuple(
                 (f.integer(size, "budgets.sizes"), Budgets(every.unit, f.listed(v, f"budgets.sizes.{size}", f.number)))
                 for size, v in sizes.items()
@@ -372,8 +178,8 @@ class ScalingStudy:
             head_dim=None if "head_dim" not in top else f.integer(top["head_dim"], "head_dim", 1),
             schedule=f.text(schedule.get("name", "wsd"), "schedule.name"),
             decay_fraction=f.number(schedule.get("decay_fraction", 0.2), "schedule.decay_fraction"),
-            cosine=f.listed(top["cosine"], "cosine", _cosine(f)) if top.get("cosine") else (),
-            remedy=_remedy(f, top["remedy"]) if top.get("remedy") else None,
+            cosine=f.listed(top["cosine"], "cosine", read_cosine(f)) if top.get("cosine") else (),
+            remedy=read_remedy(f, top["remedy"]) if top.get("remedy") else None,
             first_sizes=None if "first_sizes" not in order else f.integer(order["first_sizes"], "order.first_sizes"),
             last=f.listed(order["last"], "order.last", f.text) if order.get("last") else (),
             device=None if top.get("device") is None else f.text(top["device"], "device"),
@@ -801,101 +607,3 @@ def _loss(row: Mapping[str, Any]) -> str:
 
 
 # -- the file's sections --------------------------------------------------------------------------------------
-
-
-def _data(f: Fields, raw: Any) -> tuple[tuple[tuple[str, str], ...], int | None]:
-    """The data fields the runs take (corpus or shards, tokenizer), and the train split's size in tokens."""
-    data = f.mapping(raw, "data", (), ("corpus", "shards", "tokenizer", "train_tokens"))
-    if ("corpus" in data) == ("shards" in data):
-        raise f.error(
-            "data", "give one of corpus (a registered name or a file) or shards (an `aot data prepare` folder)"
-        )
-    fields = tuple((k, f.text(data[k], f"data.{k}")) for k in ("corpus", "shards", "tokenizer") if k in data)
-    tokens = None if "train_tokens" not in data else f.integer(data["train_tokens"], "data.train_tokens", 1)
-    return fields, tokens
-
-
-def _sets(f: Fields, raw: Any, where: str) -> tuple[str, ...]:
-    """``section.field=value`` assignments (as ``aot train --set`` takes them)."""
-    if raw is None:
-        return ()
-
-    def item(value: Any, at: str) -> str:
-        text = f.text(value, at)
-        if "=" not in text or "." not in text.partition("=")[0]:
-            raise f.error(at, f"{text!r} must look like section.field=value")
-        return text
-
-    return f.listed(raw, where, item)
-
-
-def _family(f: Fields, name: Any, raw: Any) -> Family:
-    at = f"families.{name}"
-    spec = f.mapping(raw, at, ("label", "model"), ("n_layer", "widths", "head_dim"))
-    return Family(
-        name=f.text(name, at),
-        label=f.text(spec["label"], f"{at}.label"),
-        model=f.text(spec["model"], f"{at}.model"),
-        n_layer=None if "n_layer" not in spec else f.integer(spec["n_layer"], f"{at}.n_layer", 1),
-        widths=f.listed(spec["widths"], f"{at}.widths", lambda v, w: f.integer(v, w, 1)) if "widths" in spec else (),
-        head_dim=None if "head_dim" not in spec else f.integer(spec["head_dim"], f"{at}.head_dim", 1),
-    )
-
-
-def _seed(f: Fields) -> Callable[[Any, str], SeedRule]:
-    def read(raw: Any, where: str) -> SeedRule:
-        spec = f.mapping(raw, where, ("seed",), ("size", *UNITS))
-        budgets = f.budgets(spec, where) if any(u in spec for u in UNITS) else None
-        size = None if "size" not in spec else f.integer(spec["size"], f"{where}.size", None)
-        return SeedRule(f.integer(spec["seed"], f"{where}.seed"), size, budgets)
-
-    return read
-
-
-def _lr(f: Fields, raw: Any) -> LrRule:
-    spec = f.mapping(raw, "lr", (), ("value", "sweep", "ladder", "sizes", *UNITS))
-    if "value" in spec:
-        if len(spec) > 1:
-            raise f.error("lr", "value is the lr of every run: give it alone, or a sweep (sweep, ladder, sizes, steps)")
-        return LrRule(value=f.number(spec["value"], "lr.value"))
-    f.mapping(spec, "lr", ("sweep", "ladder", "sizes"), ("value", *UNITS))
-    sizes = f.listed(spec["sizes"], "lr.sizes", f.integer)
-    if len(set(sizes)) != 2:
-        raise f.error("lr.sizes", f"the rule joins two swept sizes; give two, not {spec['sizes']!r}")
-    return LrRule(
-        first=f.listed(spec["sweep"], "lr.sweep", f.number),
-        ladder=f.listed(spec["ladder"], "lr.ladder", f.number),
-        sizes=sizes,
-        budget=f.budgets(spec, "lr", one=True),
-    )
-
-
-def _cosine(f: Fields) -> Callable[[Any, str], CosineCheck]:
-    def read(raw: Any, where: str) -> CosineCheck:
-        spec = f.mapping(raw, where, ("family", "size", "seeds"), UNITS)
-        return CosineCheck(
-            f.text(spec["family"], f"{where}.family"),
-            f.integer(spec["size"], f"{where}.size"),
-            f.listed(spec["seeds"], f"{where}.seeds", f.integer),
-            f.budgets(spec, where),
-        )
-
-    return read
-
-
-def _remedy(f: Fields, raw: Any) -> Remedy:
-    spec = f.mapping(raw, "remedy", ("family", "runs"), UNITS)
-
-    def run(item: Any, where: str) -> ShiftRun:
-        entry = f.mapping(item, where, ("shift", "size", "seed"))
-        return ShiftRun(
-            f.text(entry["shift"], f"{where}.shift"),
-            f.integer(entry["size"], f"{where}.size"),
-            f.integer(entry["seed"], f"{where}.seed"),
-        )
-
-    return Remedy(
-        f.text(spec["family"], "remedy.family"),
-        f.budgets(spec, "remedy", one=True),
-        f.listed(spec["runs"], "remedy.runs", run),
-    )
