@@ -26,7 +26,7 @@ SETS = (
     "train.schedule=wsd train.decay_fraction=0.25 eval.periodic_windows=2 eval.final_windows=4 eval.batch_size=2"
 )
 TINY_WSD = [
-    *("--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", "--device", "cpu", "--seed", "3"),
+    *("--preset", "cpu-quick", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", "--device", "cpu", "--seed", "3"),
     *(arg for item in SETS.split() for arg in ("--set", item)),
 ]
 
