@@ -1,6 +1,6 @@
 """One source of truth for results: benchmarks/README.md, docs/results.md and the ``<!-- results:... -->`` blocks of
 the README and docs/ are what scripts/results_index.py (`make results`) writes from the records, every folder of
-benchmarks/ is in the index, and no number with a unit is typed by hand in the README or docs/*.md.
+benchmarks/ is in the index, and no number with a unit is typed by hand in the README, docs/*.md or docs/guide/*.md.
 
 The last check extends tests/test_readme.py's quotes (the main job's blocks, the bigram figures) to every number with
 a unit, a percent, a × or a ±: outside generated blocks and code such a number must come from a record.
@@ -71,7 +71,7 @@ def test_every_indexed_command_names_files_that_exist(index):
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 
 
 def test_no_number_with_a_unit_is_typed_by_hand_in_the_readme_or_docs(index):

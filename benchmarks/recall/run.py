@@ -35,6 +35,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,9 +44,8 @@ from aot.run_folder import write_text_atomic
 from aot.runinfo import machine_info, replace_marked_block
 from aot.sweep import Execution, Plan, Summary, SweepSpec, plan_sweep, read_store, run_key, sweep_winners
 from aot.sweep.grid import folder_name
-from aot.sweep.metrics import recall_row
 from aot.sweep.training import build_run, train
-from aot.tasks import TaskRun
+from aot.tasks import TaskRun, get_task
 from aot.tasks.recall import RECALL_BLOCKS, study_sets
 
 HERE = Path(__file__).resolve().parent
@@ -168,14 +168,14 @@ def print_plan(plan: Plan[Run], store: dict, runs_dir: str) -> float:
 
 
 def summary_row(run: Run, result: dict, folder: Path) -> dict:
-    """A results.json row: the run's point, then the numbers :func:`aot.sweep.metrics.recall_row` keeps."""
+    """A results.json row: the run's point, then the numbers `get_task("recall").store_row` keeps."""
     return {
         "tag": run.tag,
         "model": run.block,
         "lr": float(result["config"]["train"]["lr"]),
         "seed": int(result["seed"]),
         "extra": list(run.extra),
-        **recall_row(result),
+        **get_task("recall").store_row(result),
         "command": run.command(folder.parent),
         "run_dir": str(folder),
     }
@@ -201,6 +201,29 @@ def markdown(store: dict) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def seed_counts(summaries: list[Summary], variants: list[Summary]) -> str:
+    """Which seeds the cells of the grid and of its variants' rows have: "seeds 0 and 1 in 29 of the grid's 48 cells,
+    seed 0 alone in 19, and in the variants' cells seed 0 alone"."""
+
+    def seeds(key: tuple[int, ...]) -> str:
+        return f"seeds {' and '.join(map(str, key))}" if len(key) > 1 else f"seed {key[0]} alone"
+
+    counts = Counter(tuple(sorted(s.seeds)) for s in summaries)
+    if len(counts) == 1:
+        text = f"{seeds(next(iter(counts)))} in every cell of the grid"
+    else:
+        (first, n), *rest = counts.most_common()
+        text = f"{seeds(first)} in {n} of the grid's {len(summaries)} cells, " + ", ".join(
+            f"{seeds(key)} in {m}" for key, m in rest
+        )
+    other = Counter(tuple(sorted(s.seeds)) for s in variants)
+    if len(other) == 1:
+        text += f", and in the variants' cells {seeds(next(iter(other)))}"
+    elif other:
+        text += ", and in the variants' cells " + ", ".join(f"{seeds(key)} in {m}" for key, m in other.most_common())
+    return text
 
 
 def readme_table(store: dict, tag: str) -> str:
@@ -236,15 +259,14 @@ def readme_table(store: dict, tag: str) -> str:
             row.append("—" if found is None else f"{found.mean:.2f}")
         rows.append(row)
     rows.append(["chance (1 / pairs)", *(f"{1 / pairs:.2f}" for _, _, pairs in points)])
-    seeds = sorted({seed for s in summaries for seed in s.seeds})
     vocab = summaries[0].config["vocab_size"]
     steps = summaries[0].config["steps"]
     lrs = sorted({s.lr for s in summaries})
     head = (
         f"MQAR test accuracy per query, tag `{tag}` (and its variants `{tag}-*`): 2 layers, one head, V = {vocab}, "
         f"{steps} steps of 64 sequences, each cell at the best of the lrs tried at its point "
-        f"({', '.join(f'{lr:g}' for lr in lrs)}; table.md gives each), mean over seed(s) "
-        f"{', '.join(map(str, seeds))}; the 2-core machines of these sessions (results.json last written on "
+        f"({', '.join(f'{lr:g}' for lr in lrs)}; table.md gives each), the mean over its seeds "
+        f"({seed_counts(summaries, variants)}); the 2-core machines of these sessions (results.json last written on "
         f"{store.get('machine', {}).get('processor', '?')}). Written by `python benchmarks/recall/run.py --render` "
         "from benchmarks/recall/results.json."
     )

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,7 @@ def readme_summary(
         rows.append(
             [
                 LABELS.get(name, name),
-                f"{fam['runs']} ({len(fam['sizes'])} sizes × {len(fam['budgets'])} budgets)",
+                runs_cell(fit, name, fam),
                 with_interval(fam["law"]["alpha"]),
                 with_interval(fam["law"]["beta"]),
                 with_interval(fam["law"]["E"]),
@@ -234,6 +235,15 @@ def readme_summary(
         lines += ["", MATCHED_INTRO, "", matched]
     lines += ["", verdict(check)]
     return "\n".join(lines)
+
+
+def runs_cell(fit: dict[str, Any], name: str, fam: dict[str, Any]) -> str:
+    """A family's fitted runs: how many, on how many of its sizes × budgets, and how many repeat a point with another
+    seed ("18: 14 of 4 sizes × 4 budgets, 4 seed repeats")."""
+    points = Counter((r["params"], r["tokens"]) for r in fit["runs"] if r["family"] == name)
+    repeats = sum(points.values()) - len(points)
+    text = f"{fam['runs']}: {len(points)} of {len(fam['sizes'])} sizes × {len(fam['budgets'])} budgets"
+    return text + (f", {repeats} seed repeat{'s' if repeats != 1 else ''}" if repeats else "")
 
 
 def shared_summary(shared: dict[str, Any]) -> str:
