@@ -42,12 +42,11 @@ from aot.bench.flops import flops_per_token
 from aot.run_folder import write_text_atomic
 from aot.sweep import Execution, Plan, Reference, Summary, SweepSpec, plan_sweep, read_store, run_key, sweep_winners
 from aot.sweep.figures import draw_quality_per_compute
-from aot.sweep.metrics import lm_row
 from aot.sweep.reference import gap, reference_summary
 from aot.sweep.render import lr_list, row_line, table
 from aot.sweep.selection import seed_summary
 from aot.sweep.training import build_run
-from aot.tasks import TaskRun
+from aot.tasks import TaskRun, get_task
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -276,7 +275,7 @@ def run_grid(args: argparse.Namespace, results_path: Path) -> dict:
 
 
 def summary_row(run: Run, result: dict, folder: Path) -> dict:
-    """A results.json row: the run's axes, then the numbers :func:`aot.sweep.metrics.lm_row` keeps."""
+    """A results.json row: the run's axes, then the numbers `get_task("lm").store_row` keeps."""
     return {
         "tag": run.tag,
         "tokenizer": run.tokenizer,
@@ -286,7 +285,7 @@ def summary_row(run: Run, result: dict, folder: Path) -> dict:
         "lr": float(result["config"]["train"]["lr"]),
         "seed": int(result["seed"]),
         "extra": list(run.extra),
-        **lm_row(result),
+        **get_task("lm").store_row(result),
         "train_flops_per_token": run.training_flops_per_token(),
         "run_dir": str(folder),
     }

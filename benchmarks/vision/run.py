@@ -29,9 +29,8 @@ from aot.config import ModelConfig
 from aot.run_folder import write_text_atomic
 from aot.runinfo import replace_marked_block
 from aot.sweep import Execution, Plan, SweepSpec, read_store, run_key
-from aot.sweep.metrics import vision_row
 from aot.sweep.training import build_run
-from aot.tasks import TaskRun
+from aot.tasks import TaskRun, get_task
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parents[1] / "docs" / "guide" / "vision.md"  # the vision guide (the name is kept for the tests)
@@ -203,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary_row(run: Run, result: dict, folder: Path) -> dict:
     """A results.json row: the run's tag, label, data, preset, overrides and seed, the numbers
-    :func:`aot.sweep.metrics.vision_row` keeps, and its folder."""
+    `get_task("vision").store_row` keeps, and its folder."""
     return {
         "tag": run.tag,
         "label": run.label,
@@ -211,7 +210,7 @@ def summary_row(run: Run, result: dict, folder: Path) -> dict:
         "preset": run.preset,
         "overrides": [s for s in run.sets if not s.startswith("train.progress")],
         "seed": run.seed,
-        **vision_row(result),
+        **get_task("vision").store_row(result),
         "run_dir": str(folder),
     }
 

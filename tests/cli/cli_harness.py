@@ -27,30 +27,25 @@ import pytest
 
 from aot.cli import build_parser, main
 from aot.run_folder import file_sha256, state_digest
+from aot.tasks import TASKS, get_task
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "sonnets.txt"
 
-#: the settings of every tiny training here: 1 layer, 16-32 wide, 2 steps, fp32, no periodic evaluation
-QUIET = [
-    "--device", "cpu", "--set", "train.steps=2", "--set", "train.progress=false", "--set", "train.eval_every=0",
-    "--set", "train.precision=fp32", "--set", "train.checkpoint_every=1", "--set", "model.n_layer=1",
-]  # fmt: skip
-TINY = {
-    "lm": [
-        "--corpus", str(FIXTURE), *QUIET, "--set", "model.n_embd=16", "--set", "model.n_head=2",
-        "--set", "model.block_size=16", "--set", "train.batch_size=4", "--set", "eval.final_windows=4",
-        "--set", "eval.batch_size=2",
-    ],
-    "vision": [
-        "--preset", "digits-quick", *QUIET, "--set", "model.n_embd=32", "--set", "train.batch_size=16",
-    ],
-    "icl": [*QUIET, "--set", "model.n_embd=32", "--set", "eval.final_prompts=16", "--set", "train.batch_size=8"],
-    "recall": [
-        *QUIET, "--set", "model.n_embd=32", "--set", "eval.val_sequences=8", "--set", "eval.test_sequences=8",
-        "--set", "train.batch_size=8", "--seq-len", "16", "--pairs", "2",
-    ],
-}  # fmt: skip
+#: what a task's smoke run reads from a file of the test suite (the others make their own data)
+DATA = {"lm": ["--corpus", str(FIXTURE)]}
+
+
+def tiny_argv(name: str) -> list[str]:
+    """``aot train NAME``'s arguments for the task's smoke run (:attr:`aot.tasks.Task.smoke`: 1 layer, 2 steps,
+    fp32) on the CPU, checkpointing at every step."""
+    preset, sets = get_task(name).smoke
+    pairs = [a for item in (*sets, "train.checkpoint_every=1") for a in ("--set", item)]
+    return ["--preset", preset, "--device", "cpu", *pairs, *DATA.get(name, [])]
+
+
+#: the tiny training of every registered task (its smoke run), as `aot train TASK` arguments
+TINY = {name: tiny_argv(name) for name in TASKS}
 #: a second checkpoint needs a second step: checkpoint_every=1 with 2 steps leaves checkpoint/ and checkpoint.prev/
 RUNS = ("lm", "vision", "icl")
 EXPORTS = {"hf": ("hf", "lm"), "st": ("safetensors", "lm")}  # folder -> (format, run it exports)

@@ -111,7 +111,7 @@ def train(task: str, extra: tuple[str, ...] = ()) -> Command:
         reads, on_run = ("lm",), lambda sb, p: [*base, "--out", p, "--resume"]
 
     def numbers(sb: Sandbox, option: str) -> list[str]:  # without the --set that would override the flag
-        return [*_drop_set(base, f"train.{option[2:].replace('-', '_')}="), "--out", sb.path("new")]
+        return [*_drop_set(base, option[2:].replace("-", "_")), "--out", sb.path("new")]
 
     return Command(
         good=lambda sb: [*base, "--out", sb.path("new")],
@@ -126,11 +126,13 @@ def train(task: str, extra: tuple[str, ...] = ()) -> Command:
     )
 
 
-def _drop_set(argv: list[str], prefix: str) -> list[str]:
-    """``argv`` without its ``--set PREFIX...`` pairs."""
+def _drop_set(argv: list[str], name: str) -> list[str]:
+    """``argv`` without the ``--set SECTION.FIELD=...`` pairs that set what option ``--NAME`` sets: a field called
+    ``name`` or ending in ``_name`` (``--pairs`` sets data.n_pairs, ``--steps`` train.steps)."""
     kept: list[str] = []
     for item in argv:
-        if item.startswith(prefix) and kept and kept[-1] == "--set":
+        field = item.partition("=")[0].rpartition(".")[2]
+        if kept and kept[-1] == "--set" and (field == name or field.endswith(f"_{name}")):
             kept.pop()
         else:
             kept.append(item)

@@ -14,37 +14,25 @@ from aot.tasks import TASKS, get_task, run_task
 from aot.train.distributed import DistEnv
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sonnets.txt"
-QUIET = ["train.steps=2", "train.progress=false", "train.eval_every=0", "train.precision=fp32"]
-TINY = {
-    "lm": ("cpu-quick", [f"data.corpus={FIXTURE}", "model.n_layer=1", "model.n_embd=32", "eval.final_windows=4"]),
-    "vision": ("digits-quick", ["model.n_layer=1", "model.n_embd=32", "train.batch_size=16"]),
-    "icl": ("cpu-quick", ["model.n_layer=1", "model.n_embd=32", "eval.final_prompts=16", "train.batch_size=8"]),
-    "recall": (
-        "cpu-quick",
-        [
-            "model.n_layer=1",
-            "model.n_embd=32",
-            "eval.val_sequences=8",
-            "eval.test_sequences=8",
-            "train.batch_size=8",
-            "data.seq_len=16",
-            "data.n_pairs=2",
-        ],
-    ),
-}
+#: what a task's smoke run reads from a file of the test suite (the others make their own data)
+DATA = {"lm": [f"data.corpus={FIXTURE}"]}
 
 
 def tiny_run(name: str):  # type: ignore[no-untyped-def]
     task = get_task(name)
-    preset, sets = TINY[name]
-    return task, task.build_run(preset, sets=[*QUIET, *sets])
+    preset, sets = task.smoke
+    return task, task.build_run(preset, sets=[*sets, *DATA.get(name, [])])
 
 
-def test_every_registered_task_has_a_tiny_setting_here() -> None:
-    assert set(TINY) == set(TASKS)
+def test_every_registered_task_declares_its_smoke_run_and_sweep_metric() -> None:
+    """The registry is the one table: each task brings its smallest run and what its sweeps rank by."""
+    for name, task in TASKS.items():
+        preset, sets = task.smoke
+        assert preset in task.presets and "model.n_layer=1" in sets and "train.steps=2" in sets, name
+        assert task.metric.goal in ("min", "max") and task.metric.field, name
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", sorted(TASKS))
 def test_run_task_writes_results_atomically_and_they_read_back_as_finished(name: str, tmp_path: Path, monkeypatch):
     written: list[Path] = []
     real = run_folder.write_text_atomic
@@ -63,7 +51,7 @@ def test_run_task_writes_results_atomically_and_they_read_back_as_finished(name:
     assert (tmp_path / "loss_curve.png").is_file()
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", sorted(TASKS))
 def test_only_the_main_process_writes_results(name: str, tmp_path: Path, monkeypatch) -> None:
     import aot.tasks.pipeline as runner
 
@@ -114,7 +102,7 @@ def test_an_unknown_task_is_one_line() -> None:
         get_task("speech")
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
+@pytest.mark.parametrize("name", sorted(TASKS))
 def test_a_non_finite_loss_is_called_divergence(name: str) -> None:
     task = get_task(name)
     section, key, what = task.finite_result

@@ -24,7 +24,8 @@ from aot.eval.icl import model_predictions, squared_errors
 from aot.models import build_model
 from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve
-from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
+from aot.tasks.metric import Metric, dated_row
+from aot.tasks.protocol import SMOKE, Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
 from aot.validation import Limit, at_least
 
@@ -116,10 +117,21 @@ def held_out_errors(net: torch.nn.Module, held_out: Prompts, n_prompts: int, dev
     return squared_errors(preds, held_out.ys[:n], held_out.error_scale).mean(0).tolist()
 
 
+#: the numbers a results-store row keeps of an icl run: row field -> where it is in the run's results.json
+ICL_FIELDS: dict[str, tuple[str, ...]] = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "params")},
+    **{name: ("train", name) for name in ("steps", "train_seconds", "final_train_loss")},
+    **{f"error_at_{name}": ("eval", f"k={k}") for name, k in (("half_d", "d/2"), ("d", "d"), ("2d", "2d"))},
+}
+
+
 class ICLTask(Task[None]):
     """In-context regression (Garg et al. 2022): the mean squared error of the prediction at every x position."""
 
     name = "icl"
+    # the held-out error at k = 2d in-context examples: the point benchmarks/icl reads its models at
+    metric = Metric("error_at_2d", "min", "error at k = 2d")
+    smoke = ("cpu-quick", (*SMOKE, "model.n_embd=32", "eval.final_prompts=16", "train.batch_size=8"))
     run_cls = ICLRun
     command = TaskCommand(
         help="train an in-context regressor (Garg et al.)",
@@ -211,6 +223,10 @@ class ICLTask(Task[None]):
             title=f"{model['block']} L={model['n_layer']} d={model['n_embd']}, {cfg['task']} regression",
         )
         return [path]
+
+    def store_row(self, results: dict[str, Any]) -> dict[str, Any]:
+        """Size, steps, the held-out error at k = d/2, d and 2d, the date."""
+        return dated_row(results, ICL_FIELDS)
 
     def summary(self, results: dict[str, Any], out: Path) -> str:
         ev, d = results["eval"], results["config"]["data"]["n_dims"]

@@ -26,7 +26,8 @@ from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
 from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve
-from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
+from aot.tasks.metric import TIMES, Metric, pick
+from aot.tasks.protocol import SMOKE, Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.distributed import barrier, env_from_torchrun
 from aot.train.trainer import Trainer, TrainResult
 from aot.validation import Limit, at_least, within
@@ -231,10 +232,30 @@ def refuse_in_run_preparation(data_cfg: LMDataConfig) -> None:
     )
 
 
+#: the numbers a results-store row keeps of an lm run: row field -> where it is in the run's results.json
+LM_FIELDS: dict[str, tuple[str, ...]] = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "non_embedding_params")},
+    "tokens": ("train", "tokens"),
+    **{f"{split}_loss": (split, "loss") for split in ("val", "test")},
+    **{f"{split}_nats_per_byte": (split, "nats_per_byte") for split in ("val", "test")},
+    # how the final scores were taken (aot.eval.lm.evaluate_lm): their standard error over windows, how many
+    # windows, whether that is the whole split; None in rows recorded before these were (a 128-window sample)
+    **{f"{split}_loss_se": (split, "loss_se") for split in ("val", "test")},
+    "val_windows": ("val", "windows"),
+    "val_full_split": ("val", "full_split"),
+    "tokens_per_second": ("train", "tokens_per_second"),
+    **TIMES,
+    "bigram_val_loss": ("baselines", "val", "bigram", "loss"),
+}
+
+
 class LMTask(Task[LMData]):
     """Causal language modelling: next-token cross-entropy on windows of a tokenized corpus."""
 
     name = "lm"
+    metric = Metric("val_nats_per_byte", "min", "val nats/byte")
+    smoke = ("cpu-quick", (*SMOKE, "model.n_embd=16", "model.n_head=2", "model.block_size=16", "train.batch_size=4",
+                           "eval.final_windows=4", "eval.batch_size=2"))  # fmt: skip
     run_cls = LMRun
     finite_result = ("val", "loss", "val loss")
     command = TaskCommand(
@@ -362,6 +383,11 @@ class LMTask(Task[LMData]):
 
     def figures(self, out: Path, results: dict[str, Any]) -> list[Path]:
         return [plot_loss_curve(out, results)]
+
+    def store_row(self, results: dict[str, Any]) -> dict[str, Any]:
+        """Size, budget, val / test loss, speed, the bigram, the periodic evaluations, the date."""
+        evals = [{"tokens": e["tokens"], "val_loss": e["val_loss"]} for e in results["train"]["evals"]]
+        return {**pick(results, LM_FIELDS), "evals": evals, "date": results["machine"]["date"]}
 
     def summary(self, results: dict[str, Any], out: Path) -> str:
         val, test, train = results["val"], results["test"], results["train"]

@@ -33,6 +33,7 @@ from aot.config import ModelConfig
 from aot.errors import ConfigError
 from aot.layering import build_sections, layer
 from aot.models.base import AotModel
+from aot.tasks.metric import Metric
 from aot.train.distributed import env_from_torchrun
 from aot.train.trainer import EvalFn, LossFn, TrainConfig, Trainer, TrainResult
 
@@ -168,6 +169,9 @@ class Setup:
 
 D = TypeVar("D")
 
+#: what every task's :attr:`Task.smoke` run shares: 1 layer, 2 steps, no periodic evaluation, fp32
+SMOKE = ("model.n_layer=1", "train.steps=2", "train.eval_every=0", "train.progress=false", "train.precision=fp32")
+
 
 class Task(Generic[D]):
     """A training task; see the module docstring. ``D`` is the type of what :meth:`load_data` returns."""
@@ -177,6 +181,11 @@ class Task(Generic[D]):
     command: ClassVar[TaskCommand]
     #: the entry of results.json that must be finite for a run not to have diverged: section, key, its name
     finite_result: ClassVar[tuple[str, str, str]] = ("train", "final_train_loss", "loss")
+    #: what an lr sweep ranks this task's runs by (:mod:`aot.sweep`)
+    metric: ClassVar[Metric]
+    #: the smallest run that goes through every path of the task (1 layer, 2 steps): its training preset and
+    #: ``--set`` assignments, which the test suite trains every task with (data a task needs from a file apart)
+    smoke: ClassVar[tuple[str, tuple[str, ...]]]
 
     @property
     def presets(self) -> dict[str, dict[str, Any]]:
@@ -192,6 +201,11 @@ class Task(Generic[D]):
     ) -> TaskRun:
         """The run config: preset < config file < flags < ``--set``, validated (:meth:`TaskRun.build`)."""
         return self.run_cls.build(preset, config_file, flags, sets, model_preset)
+
+    def store_row(self, results: dict[str, Any]) -> dict[str, Any]:
+        """The numbers a results-store row keeps of a finished run (its ``results.json``): size, budget, the
+        :attr:`metric` and what a table shows beside it, speed, the date (:func:`aot.tasks.metric.dated_row`)."""
+        raise NotImplementedError
 
     # -- what each task supplies, in the order run_task calls it ----------------------------------------
     def check(self, run: Any, device: torch.device | None = None) -> None:

@@ -28,7 +28,8 @@ from aot.data.mqar import IGNORE, MQARBatches, MQARConfig, MQARSequences, held_o
 from aot.models import build_model
 from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve
-from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
+from aot.tasks.metric import TIMES, Metric, dated_row
+from aot.tasks.protocol import SMOKE, Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.train.trainer import Trainer, TrainResult
 from aot.validation import Limit, within
 
@@ -162,10 +163,25 @@ class HeldOut:
     test: MQARSequences
 
 
+#: the numbers a results-store row keeps of a recall run: row field -> where it is in the run's results.json
+RECALL_FIELDS: dict[str, tuple[str, ...]] = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "position", "token_shift", "params")},
+    **{name: ("config", "data", name) for name in ("vocab_size", "seq_len", "n_pairs")},
+    **{f"{split}_{name}": (split, name) for split in ("val", "test") for name in ("accuracy", "loss")},
+    "test_sequence_accuracy": ("test", "sequence_accuracy"),
+    **{name: ("train", name) for name in ("steps", "sequences", "tokens_per_second")},
+    **TIMES,
+}
+
+
 class RecallTask(Task[HeldOut]):
     """Multi-query associative recall: the cross-entropy of the answers to keys asked again (Zoology)."""
 
     name = "recall"
+    # the accuracy on its validation set (its test set is reported, not ranked by)
+    metric = Metric("val_accuracy", "max", "val accuracy")
+    smoke = ("cpu-quick", (*SMOKE, "model.n_embd=32", "eval.val_sequences=8", "eval.test_sequences=8",
+                           "train.batch_size=8", "data.seq_len=16", "data.n_pairs=2"))  # fmt: skip
     run_cls = RecallRun
     finite_result = ("test", "loss", "test loss")
     command = TaskCommand(
@@ -266,6 +282,11 @@ class RecallTask(Task[HeldOut]):
             reference_lines={"uniform over the values": results["data"]["chance_loss"]},
         )
         return [path]
+
+    def store_row(self, results: dict[str, Any]) -> dict[str, Any]:
+        """Size, the MQAR setting, val / test accuracy (per query; per sequence on test) and loss, steps, speed,
+        the date."""
+        return dated_row(results, RECALL_FIELDS)
 
     def summary(self, results: dict[str, Any], out: Path) -> str:
         test, data = results["test"], results["config"]["data"]

@@ -29,7 +29,8 @@ from aot.models import build_model
 from aot.models.base import AotModel
 from aot.models.budget import image_tokens
 from aot.tasks.figures import plot_training_curve
-from aot.tasks.protocol import Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
+from aot.tasks.metric import TIMES, Metric, dated_row
+from aot.tasks.protocol import SMOKE, Setup, Task, TaskCommand, TaskOption, TaskRun, model_summary, sets_field
 from aot.tasks.vision_inputs import VisionData, batch_source, evaluate_split, recipe_of, uses_workers
 from aot.train.trainer import Trainer, TrainResult
 
@@ -272,11 +273,24 @@ def classification_loss(label_smoothing: float, inputs: ModelInputs | None = Non
     return loss_fn
 
 
+#: the numbers a results-store row keeps of a vision run: row field -> where it is in the run's results.json
+VISION_FIELDS: dict[str, tuple[str, ...]] = {
+    **{name: ("model", name) for name in ("block", "n_layer", "n_embd", "norm", "residual_scale", "params")},
+    "epochs": ("train", "epochs"),
+    "val_top1": ("val", "top1"),
+    **{f"test_{name}": ("test", name) for name in ("top1", "top5", "loss")},
+    "images_per_second": ("train", "images_per_second"),
+    **TIMES,
+}
+
+
 class VisionTask(Task[VisionData]):
     """Image classification: label-smoothed cross-entropy; top-1 / top-5 / loss on a held-out part of the training
     set during training and on the test split at the end."""
 
     name = "vision"
+    metric = Metric("val_top1", "max", "val top-1")
+    smoke = ("digits-quick", (*SMOKE, "model.n_embd=32", "train.batch_size=16"))
     run_cls = VisionRun
     finite_result = ("test", "loss", "test loss")
     command = TaskCommand(
@@ -438,6 +452,10 @@ class VisionTask(Task[VisionData]):
 
     def figures(self, out: Path, results: dict[str, Any]) -> list[Path]:
         return [plot_loss_curve(out, results), plot_confusion(out, results)]
+
+    def store_row(self, results: dict[str, Any]) -> dict[str, Any]:
+        """Size, epochs, val / test accuracy, speed, the date."""
+        return dated_row(results, VISION_FIELDS)
 
     def summary(self, results: dict[str, Any], out: Path) -> str:
         model, train, test = results["model"], results["train"], results["test"]

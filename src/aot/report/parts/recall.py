@@ -20,7 +20,7 @@ from typing import Any
 
 from aot.report.document import Block, Paragraph, Table
 from aot.report.part import Context, Part, Plan, Step, differences_blocks, figure_blocks, fmt_count, read_step_results
-from aot.sweep.metrics import recall_row
+from aot.tasks import get_task
 from aot.tasks.recall import RECALL_BLOCKS, study_sets
 
 
@@ -107,7 +107,7 @@ def collect(part_dir: Path, plan: Plan) -> dict[str, Any]:
     rows = []
     for name, block in plan.settings["blocks"].items():
         results = read_step_results(part_dir, plan, name)
-        rows.append({"model": block, **recall_row(results), "machine": results["machine"]})
+        rows.append({"model": block, **get_task("recall").store_row(results), "machine": results["machine"]})
     points = [
         {**r, "accuracy": r["test_accuracy"], "low": r["test_accuracy"], "high": r["test_accuracy"]} for r in rows
     ]
