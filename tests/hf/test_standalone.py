@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hf_runs import export, lm_run
 
-from aot.cli import main
 from aot.errors import AotError
 from aot.eval.lm_folder import load_lm_run
 from aot.eval.sampling import sample
-from aot.models import build_model, preset_config
 from aot.nn.attention import MultiHeadSubspaceSelfAttention
 
 transformers = pytest.importorskip("transformers")
@@ -50,25 +49,6 @@ class LocalMixer(MultiHeadSubspaceSelfAttention):
 
 
 NEW = 40  # past the context of 32 tokens: the window slides
-
-
-def lm_run(folder: Path, preset: str, **changes: object) -> Path:
-    """A 2-layer, 32-wide language-model run folder (bytes, context 32) with weights away from the init, so that
-    biases, norms and step sizes all matter."""
-    torch.manual_seed(0)
-    fields = dict(n_layer=2, n_embd=32, n_head=2, head_dim=None, block_size=32)
-    model = build_model(preset_config(preset).replace(**{**fields, **changes}))
-    with torch.no_grad():
-        for param in model.parameters():
-            param.normal_(0.0, 0.3 if param.dim() > 1 else 0.1)
-    model.save_pretrained(folder / "checkpoint")
-    (folder / "results.json").write_text(json.dumps({"config": {"data": {"tokenizer": "bytes"}}}))
-    return folder
-
-
-def export(run_dir: Path, out: Path) -> Path:
-    assert main(["export", "hf", str(run_dir), str(out)]) == 0
-    return out
 
 
 @pytest.fixture

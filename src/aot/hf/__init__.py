@@ -15,14 +15,18 @@ every ``aot`` command would pay; transformers 5 has no entry point through which
 ``trust_remote_code=True`` needs no aot import at all.
 
 The wrapper (:mod:`aot.hf.modeling_aot`) holds aot's ``CausalLM`` as ``self.aot``: its logits are the model's own;
-``generate()`` works greedy, sampling and beam on our cache, and slides its window past the context as ``aot sample``
-does. Limits, said plainly: no padding (an ``attention_mask`` with zeros is refused).
+``generate()`` works greedy, sampling, beam, assisted and prompt-lookup on our cache (:mod:`aot.hf.cache`,
+transformers' ``Cache`` API; MSSA still stores one tensor per layer), and slides its window past the context as
+``aot sample`` does. Padding (left or right), ``output_hidden_states``, ``output_attentions``, ``inputs_embeds``,
+gradient checkpointing and ``resize_token_embeddings`` work as transformers' users expect; a recurrent block takes
+right padding only (refused in one line otherwise).
 """
 
 from __future__ import annotations
 
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from aot.hf.cache import AotCache
 from aot.hf.configuration_aot import AotConfig
 from aot.hf.export import export_hf, hf_config
 from aot.hf.modeling_aot import AotForCausalLM
@@ -31,4 +35,4 @@ from aot.hf.tokenizer import hf_tokenizer
 AutoConfig.register("aot", AotConfig, exist_ok=True)
 AutoModelForCausalLM.register(AotConfig, AotForCausalLM, exist_ok=True)
 
-__all__ = ["AotConfig", "AotForCausalLM", "export_hf", "hf_config", "hf_tokenizer"]
+__all__ = ["AotCache", "AotConfig", "AotForCausalLM", "export_hf", "hf_config", "hf_tokenizer"]

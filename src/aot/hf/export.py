@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aot.blockspec import block_spec
 from aot.config import ModelConfig
 from aot.hf.configuration_aot import AotConfig
 from aot.hf.modeling_aot import AotForCausalLM
@@ -97,13 +98,26 @@ def readme(run: Any, out: Path, requirements: list[str], special: str) -> str:
         "trust it:\n\n"
         "    from transformers import AutoModelForCausalLM, AutoTokenizer\n"
         f"    model = AutoModelForCausalLM.from_pretrained({str(out)!r}, trust_remote_code=True)\n"
-        f"    tokenizer = AutoTokenizer.from_pretrained({str(out)!r})\n\n"
+        f"    tokenizer = AutoTokenizer.from_pretrained({str(out)!r}, trust_remote_code=True)\n\n"
         "## Or with aot installed (`pip install aot[hf]`)\n\n"
         "    import aot.hf  # registers model type 'aot' with the Auto classes\n"
         f"    model = AutoModelForCausalLM.from_pretrained({str(out)!r})\n\n"
         "Without either, transformers stops with `trust_remote_code=True` in its message: pass it, or\n"
         "`pip install aot` and `import aot.hf` first.\n\n"
         f"`generate()` runs to `max_new_tokens` (no end-of-text token stops it) and, past the context of "
-        f"{cfg.block_size} tokens, slides its window as `aot sample` does. Padding is not supported: one prompt "
-        "length per batch.\n"
+        f"{cfg.block_size} tokens, slides its window as `aot sample` does. {padding_note(cfg.block)}\n"
+    )
+
+
+def padding_note(block: str) -> str:
+    """What the README says of padding for ``block``: attention blocks take it on either side; a recurrent block's
+    state would take in a left pad."""
+    if not block_spec(block).recurrent:
+        return (
+            "Batches may be padded (an `attention_mask` with zeros; left padding for `generate`, as pipelines pad): "
+            "each prompt gets what it gets alone."
+        )
+    return (
+        f"Block {block!r} is recurrent: batches may be padded on the right only (a left pad would enter its state), "
+        "so `generate` takes one prompt length per batch."
     )
