@@ -84,7 +84,8 @@ def register_hf(subparsers: argparse._SubParsersAction) -> None:
             "gpt2: GPT-2's BPE; bpe-N: the run's trained BPE; eos, bos and pad set, model_max_length the context) "
             "and a README. Where aot is not installed, AutoModelForCausalLM.from_pretrained(OUT_DIR, "
             "trust_remote_code=True) loads it; after `import aot.hf`, from_pretrained(OUT_DIR) does. generate() "
-            "(greedy, sampling, beam) slides its window past the context as `aot sample` does; `aot sample`, "
+            "(greedy, sampling, beam, assisted and prompt-lookup decoding; batches padded with an attention mask, left "
+            "or right) slides its window past the context as `aot sample` does; `aot sample`, "
             "`aot eval lm` and `aot eval harness` read the folder too. Needs aot[hf].",
             width=100,
         ),
