@@ -59,27 +59,56 @@ def test_hooked_transformer_gives_our_logits_and_patterns(lens, name, changes) -
         assert torch.equal(q, k) and torch.equal(k, v)
 
 
-def test_patching_the_view_changes_its_output_as_patching_ours_does(lens) -> None:  # type: ignore[no-untyped-def]
-    """Zero-ablating head 1 of layer 0 in TransformerLens (hook_z) equals the same ablation through our hook_z."""
-    model = small_model("aot-mssa-l-cpu", position="rope")
+ABLATIONS = [
+    ("aot-mssa-l-cpu", {"position": "rope"}, "hook_z"),
+    ("aot-mssa-tied-l-cpu", {}, "hook_z"),
+    ("aot-mhsa-l-cpu", {"position": "rope"}, "hook_z"),
+    ("aot-mhsa-l-cpu", {}, "hook_q"),
+    ("aot-mhsa-l-cpu", {"position": "rope"}, "hook_k"),
+    ("gpt2-cpu", {}, "hook_v"),
+]
+
+
+@pytest.mark.parametrize(("name", "changes", "hook"), ABLATIONS, ids=[f"{n}-{h}" for n, _, h in ABLATIONS])
+def test_one_ablation_function_gives_the_same_logits_on_ours_and_the_view(lens, name, changes, hook) -> None:  # type: ignore[no-untyped-def]
+    """aot's hook_q / hook_k / hook_v / hook_z have TransformerLens's layout, (batch, pos, head, d_head): one
+    function zeroing head 1 of layer 0 gives the same logits on the aot model and on its HookedTransformer, and the
+    activations the hooks see are the same tensors."""
+    model = small_model(name, **changes)
     tl_model = lens.to_hooked_transformer(model)
     idx = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(2))
+    point = f"blocks.0.attn.{hook}"
+    seen: dict[str, torch.Tensor] = {}
 
     def ablate(z: torch.Tensor, hook) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        seen[hook.name] = z.detach().clone()
         z = z.clone()
-        z[..., 1, :] = 0.0  # TransformerLens's z is (B, T, H, p)
+        z[:, :, 1] = 0.0  # head 1 of (batch, pos, head, d_head)
         return z
 
-    def ablate_ours(z: torch.Tensor, hook) -> torch.Tensor:  # type: ignore[no-untyped-def]
-        z = z.clone()
-        z[:, 1] = 0.0  # ours is (B, H, T, p)
-        return z
-
-    theirs = tl_model.run_with_hooks(idx, fwd_hooks=[("blocks.0.attn.hook_z", ablate)])
-    with model.hooks([("blocks.0.attn.hook_z", ablate_ours)]):
+    theirs = tl_model.run_with_hooks(idx, fwd_hooks=[(point, ablate)])
+    their_input = seen.pop(point)
+    with model.hooks([(point, ablate)]):
         ours, _ = model(idx)
-    torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-12)
+    assert their_input.shape == (2, 16, model.cfg.n_head, model.cfg.p)
+    torch.testing.assert_close(seen[point], their_input, rtol=0, atol=1e-12)
+    assert (ours - theirs).abs().max() < 1e-5
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)  # float64: the same to rounding
     assert (theirs - tl_model(idx)).abs().max() > 1e-3  # the ablation did something
+    assert (theirs - tl_model(idx)).abs().max() > 1e3 * (ours - theirs).abs().max()
+
+
+def test_caches_hold_the_same_q_k_v_z(lens) -> None:  # type: ignore[no-untyped-def]
+    """run_with_cache on both: MHSA's hook_q, hook_k, hook_v and hook_z are equal tensors of one shape."""
+    model = small_model("aot-mhsa-l-cpu", position="rope")
+    tl_model = lens.to_hooked_transformer(model)
+    idx = torch.randint(0, 256, (3, 11), generator=torch.Generator().manual_seed(3))
+    names = [f"blocks.{layer}.attn.hook_{n}" for layer in range(model.cfg.n_layer) for n in "qkvz"]
+    _, our_cache = model.run_with_cache(idx, names_filter=names)
+    _, their_cache = tl_model.run_with_cache(idx, names_filter=names)
+    for name in names:
+        assert our_cache[name].shape == their_cache[name].shape == (3, 11, 2, 16)
+        torch.testing.assert_close(our_cache[name], their_cache[name], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -81,24 +81,33 @@ def test_sample_bad_input_is_one_line(tmp_path: Path, capsys) -> None:  # type: 
 
 
 def test_harness_loglikelihood_equals_the_scorer(tmp_path: Path) -> None:
+    """Requests that fit the context score as aot's scorer scores them; an empty context and a document's first
+    token are conditioned on NUL (the export tokenizer's bos, lm-eval's HF model's prefix token); a long context is
+    cut as lm-eval's HF model cuts it; rolling: lm-eval's windows (tests/eval/test_lm_eval_plugin.py checks them
+    against lm-eval's own code and lm_eval --model hf)."""
     run = load_lm_run(tiny_run(tmp_path / "run"))
     logic = HarnessLogic(run, batch_size=3)
-    pairs = [("The cat sat on the", " mat"), ("A", "nother day"), ("x" * 60, " long context"), ("", "start")]
+    pairs = [("The cat sat on the", " mat"), ("A", "nother day"), ("", "start")]
     got = logic.loglikelihood(pairs)
     enc = ByteTokenizer().encode
-    want = score_requests(
-        run.model, [(enc(c) if c else enc("\n"), enc(x)) for c, x in pairs], run.block_size, batch_size=1
-    )
+    want = score_requests(run.model, [(enc(c) if c else [0], enc(x)) for c, x in pairs], run.block_size, batch_size=1)
     assert [g[0] for g in got] == pytest.approx([w.logprob for w in want], abs=1e-5)
     assert [g[1] for g in got] == [w.is_greedy for w in want]
     # trailing spaces of the context belong to the continuation
     assert logic.loglikelihood([("The cat sat on the ", "mat")])[0][0] == pytest.approx(got[0][0], abs=1e-5)
-    # rolling: the sum over the text's tokens, the first given the start token
-    text = "abcdefghij" * 8
-    ids = enc("\n" + text)
+
+    def direct(window: list[int], n: int) -> float:  # log p of the last n tokens of window + 1 target, one forward
+        with torch.no_grad():
+            logprobs = torch.log_softmax(run.model(torch.tensor([window[:-1]]))[0][0], -1)
+        return sum(float(logprobs[i, window[i + 1]]) for i in range(len(window) - 1 - n, len(window) - 1))
+
+    ids = enc("x" * 60 + " long context")  # the model sees its last 32 + 1 tokens but the last
+    assert logic.loglikelihood([("x" * 60, " long context")])[0][0] == pytest.approx(direct(ids[-33:], 13), abs=1e-4)
+    text = "abcdefghij" * 8  # 80 tokens: windows of 32, 32 and 16 predictions
+    ids = enc(text)
+    windows = [[0, *ids[:32]], ids[31:64], ids[47:80]]
     rolling = logic.loglikelihood_rolling([text])[0]
-    pieces = [(ids[:s], ids[s : s + 31]) for s in range(1, len(ids), 31)]
-    assert rolling == pytest.approx(sum(s.logprob for s in score_requests(run.model, pieces, 32)), abs=1e-4)
+    assert rolling == pytest.approx(sum(direct(w, n) for w, n in zip(windows, (32, 32, 16))), abs=1e-4)
     # generate_until: greedy text cut at the stop string
     full = logic.generate_until([("To be", {"until": [], "max_gen_toks": 12})])[0]
     stop = full[3:5] if len(full) >= 5 else full
@@ -114,7 +123,7 @@ def test_lm_eval_registers_the_adapter(tmp_path: Path) -> None:
     import aot.eval.lm_eval_model  # noqa: F401  (registers "aot")
 
     run_dir = tiny_run(tmp_path / "run")
-    lm = get_model("aot").create_from_arg_string(f"run_dir={run_dir},batch_size=2")
+    lm = get_model("aot").create_from_arg_string(f"pretrained={run_dir},batch_size=2")
     request = Instance(request_type="loglikelihood", doc={}, arguments=("The cat", " sat"), idx=0)
     (logprob, greedy), = lm.loglikelihood([request])  # fmt: skip
     direct = HarnessLogic(load_lm_run(run_dir)).loglikelihood([("The cat", " sat")])[0]

@@ -89,7 +89,9 @@ def test_head_weights_reproduce_the_hooked_projections(block: str) -> None:
     z_in, _ = layer_streams(model, (idx,))[1]
     heads = model_heads(model)[1]
     expected = torch.einsum("btd,hpd->bhtp", z_in, heads.w_v)
-    torch.testing.assert_close(cache[name], expected, rtol=1e-10, atol=1e-12)
+    # hook_subspace is (B, H, T, p); hook_v has TransformerLens's layout (B, T, H, p)
+    hooked = cache[name] if block == "aot-mssa" else cache[name].transpose(1, 2)
+    torch.testing.assert_close(hooked, expected, rtol=1e-10, atol=1e-12)
 
 
 def test_mssa_circuits_are_the_subspace_projectors() -> None:

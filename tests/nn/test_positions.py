@@ -27,7 +27,10 @@ def _pattern_and_norms(block: str, position: str) -> tuple[torch.Tensor, torch.T
     names = ["blocks.0.attn.hook_pattern", "blocks.0.attn.hook_subspace", "blocks.0.attn.hook_q"]
     _, cache = model.run_with_cache(idx, names_filter=lambda n: n in names)
     pattern = cache["blocks.0.attn.hook_pattern"]  # (B, H, T, T)
-    proj = cache.get("blocks.0.attn.hook_subspace", cache.get("blocks.0.attn.hook_q"))
+    if "blocks.0.attn.hook_subspace" in cache:  # MSSA: U_kᵀz, (B, H, T, p)
+        proj = cache["blocks.0.attn.hook_subspace"]
+    else:  # MHSA's queries: hook_q is TransformerLens's (B, T, H, p)
+        proj = cache["blocks.0.attn.hook_q"].transpose(1, 2)
     return pattern, proj.norm(dim=-1)  # (B, H, T)
 
 

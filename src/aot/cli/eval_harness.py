@@ -1,5 +1,7 @@
 """`aot eval harness RUN_DIR [LM_EVAL_OPTION ...]`: lm-evaluation-harness's own command line (``lm-eval run``) on a
-run through aot's harness model (:mod:`aot.eval.lm_eval_model`), so no Python is needed to register it."""
+run through aot's harness model (:mod:`aot.eval.lm_eval_model`), with ``--model aot --model_args pretrained=RUN_DIR``:
+``lm_eval --model aot`` itself where lm-eval reads no entry point (0.4.13; later ones find aot's ``lm_eval.models``
+entry point)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ Examples:
   aot eval harness runs/lm --model_args batch_size=8 --tasks arc_easy --device cpu
 
 Every option after RUN_DIR is lm-eval's (`lm-eval run --help`); this command adds `--model aot --model_args
-run_dir=RUN_DIR`. batch_size may be given as --batch_size or in --model_args (which wins); 'auto' is lm-eval's for
-its HF model only. lm-eval reads its data sets from the HuggingFace hub (or its cache); offline, give a task YAML
-that reads local files. The same model from the HF side: `aot export hf RUN_DIR EXPORT`, then
+pretrained=RUN_DIR` (lm-eval names its output folder after it), which is `lm_eval --model aot --model_args
+pretrained=RUN_DIR` where lm-eval discovers aot's entry point. batch_size may be given as --batch_size or in
+--model_args (which wins); 'auto' is lm-eval's for its HF model only. lm-eval reads its data sets from the
+HuggingFace hub (or its cache); offline, give a task YAML that reads local files. The same model from the HF side,
+request for request: `aot export hf RUN_DIR EXPORT`, then
 `lm_eval --model hf --model_args pretrained=EXPORT,trust_remote_code=True ...`."""
 
 
@@ -28,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="lm-evaluation-harness (lm-eval run) on an LM run, through aot's own model",
         description=textwrap.fill(
             "Run lm-evaluation-harness's `lm-eval run` on RUN_DIR (a folder of `aot train lm` or `aot export hf`) "
-            "with aot's harness model, which scores with the same scorer as `aot eval lm`. The device is --device "
+            "with aot's harness model, which scores every request as lm-eval's HF model scores the run's "
+            "`aot export hf` folder. The device is --device "
             "when given, else cuda when the machine has one, else cpu. Needs aot[eval].",
             width=100,
         ),

@@ -1,14 +1,20 @@
-"""The lm-evaluation-harness model ``aot`` (extra ``aot[eval]``): importing this module registers it with the
-harness's model registry (lm-eval 0.4 has no entry point through which a package could register a model without an
-import); the logic lives in :mod:`aot.eval.harness`.
+"""The lm-evaluation-harness model ``aot`` (extra ``aot[eval]``); the logic lives in :mod:`aot.eval.harness`.
 
-From the shell, ``aot eval harness RUN_DIR [lm-eval options]`` is lm-eval's own ``lm-eval run`` with this model
-registered (:func:`run_command_line`), the model's arguments accepted where lm-eval users put them
-(:func:`aot.eval.harness.model_arguments`). From Python::
+How lm-eval finds it: lm-eval keeps its models in ``lm_eval.api.registry.model_registry``, whose entries may be lazy
+placeholders (``"module:Class"`` strings or ``importlib.metadata`` entry points). aot declares the entry point
+``aot = "aot.eval.lm_eval_model:AotHarnessLM"`` in the group ``lm_eval.models`` (pyproject.toml), the group lm-eval's
+plugin discovery reads (``registry.load_plugins``, EleutherAI/lm-evaluation-harness#4013, after 0.4.13): there
+``lm_eval --model aot --model_args pretrained=RUN_DIR ...`` works from the shell once aot is installed. lm-eval up to
+0.4.13 reads no entry point (its registry holds its own ``MODEL_MAPPING`` and what imported modules register), so
+there the shell command is ``aot eval harness RUN_DIR ...`` (:func:`run_command_line`: lm-eval's own ``lm-eval run``
+with this model and ``pretrained=RUN_DIR``), and Python registers the model by importing this module::
 
-    import aot.eval.lm_eval_model  # registers "aot"
+    import aot.eval.lm_eval_model  # registers "aot" (lm-eval <= 0.4.13; later ones find the entry point)
     import lm_eval
-    results = lm_eval.simple_evaluate(model="aot", model_args="run_dir=runs/lm,batch_size=16", tasks=["lambada_openai"])
+    results = lm_eval.simple_evaluate(model="aot", model_args="pretrained=runs/lm,batch_size=16", tasks=["hellaswag"])
+
+Importing it also registers lm-eval's own models (``import lm_eval.models``): 0.4.13's ``get_model`` imports them
+only into an empty registry, so ``"aot"`` alone would hide ``"hf"`` and the rest.
 
 The harness downloads its data sets from the HuggingFace hub; offline, run tasks from local files (a task's
 ``custom_dataset`` or ``dataset_kwargs``), or use ``aot eval lm --data``.
@@ -23,26 +29,40 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import lm_eval.models  # noqa: F401  (lm-eval's own models, before "aot" makes the registry non-empty)
 from lm_eval.api.model import LM
-from lm_eval.api.registry import register_model
+from lm_eval.api.registry import model_registry, register_model
 from lm_eval.utils import simple_parse_args_string
 
 from aot.errors import AotError
-from aot.eval.harness import MODEL_NAME, HarnessLogic, harness_device, model_arguments, parse_batch_size
+from aot.eval.harness import (
+    MODEL_NAME,
+    HarnessLogic,
+    harness_device,
+    model_arguments,
+    parse_batch_size,
+    parse_dtype,
+)
 from aot.eval.lm_folder import LMRunFolder, load_lm_run
 
 #: runs ``aot eval harness`` loaded before lm-eval started, by (run folder, device): the model takes them from here
 PRELOADED: dict[tuple[str, str], LMRunFolder] = {}
 
 
-@register_model(MODEL_NAME)
 class AotHarnessLM(LM):
-    """An aot run folder (or ``aot export hf`` folder) as a harness model: ``--model_args run_dir=RUN_DIR``."""
+    """An aot run folder (or ``aot export hf`` folder) as a harness model: ``--model_args pretrained=RUN_DIR``
+    (``run_dir=`` is taken too; lm-eval names its output folder after ``pretrained``), optionally ``dtype=float64``
+    and the rest (:mod:`aot.eval.harness`)."""
 
-    def __init__(self, run_dir: str, batch_size: int | str = 16, device: str | None = None, **_: Any) -> None:
+    def __init__(
+        self, pretrained: str, batch_size: int | str = 16, device: str | None = None, dtype: Any = "auto", **_: Any
+    ) -> None:
         super().__init__()
         self._device, self.batch_size = harness_device(device), parse_batch_size(batch_size)  # LM.device reads _device
-        run = PRELOADED.pop(_key(run_dir, self._device), None) or load_lm_run(run_dir, self._device)
+        cast = parse_dtype(dtype)
+        run = PRELOADED.pop(_key(pretrained, self._device), None) or load_lm_run(pretrained, self._device)
+        if cast is not None:
+            run.model.to(cast)
         self.logic = HarnessLogic(run, self.batch_size, self._device)
 
     @classmethod
@@ -63,10 +83,15 @@ class AotHarnessLM(LM):
         return self.logic.generate_until([tuple(r.args) for r in requests])
 
 
+if MODEL_NAME not in model_registry:  # else lm-eval's entry-point placeholder, which resolves to AotHarnessLM
+    register_model(MODEL_NAME)(AotHarnessLM)
+
+
 def run_command_line(argv: Sequence[str], run: LMRunFolder, run_dir: str, device: str) -> int:
     """lm-eval's own command line (what its ``lm_eval`` script does) on ``argv``
-    (:func:`aot.eval.harness.lm_eval_argv`: ``run`` with the model ``aot`` on ``run_dir``), handing the model ``run``
-    (loaded already, on ``device``) instead of loading it again. An option lm-eval's parser refuses is one line."""
+    (:func:`aot.eval.harness.lm_eval_argv`: ``run`` with the model ``aot`` and ``pretrained=run_dir``), handing the
+    model ``run`` (loaded already, on ``device``) instead of loading it again. An option lm-eval's parser refuses is
+    one line."""
     from lm_eval._cli import HarnessCLI
     from lm_eval.utils import setup_logging
 

@@ -64,7 +64,7 @@ class _AttentionCore(nn.Module):
         self.rotary = Rotary(cfg.p, cfg.rope_theta) if cfg.position == "rope" else None
         self.use_reference = False  # force the explicit path (tests, analysis)
         self.hook_pattern = HookPoint()  # (B, H, Tq, Tk) attention weights
-        self.hook_z = HookPoint()  # (B, H, T, p) per-head outputs before the output projection
+        self.hook_z = HookPoint()  # (B, T, H, p) per-head outputs before the output projection (TransformerLens's)
 
     @staticmethod
     def attention_flops(cfg: ModelConfig, n_keys: float) -> float:
@@ -81,6 +81,15 @@ class _AttentionCore(nn.Module):
         """(B, H, T, p) → (B, T, H·p), the inverse of :meth:`split_heads`."""
         B, H, T, p = t.shape  # (B, H, T, p) -> (B, T, H*p)
         return t.transpose(1, 2).reshape(B, T, H * p)
+
+    @staticmethod
+    def hook_heads(hook: HookPoint, t: torch.Tensor) -> torch.Tensor:
+        """``hook`` on per-head activations ``t`` (B, H, T, p) in TransformerLens's layout (B, T, H, p): a hook on
+        ``hook_q``, ``hook_k``, ``hook_v`` or ``hook_z`` reads and returns (batch, pos, head, d_head), as it would on a
+        ``HookedTransformer``. Views only; ``t`` itself when no hook replaced it."""
+        shown = t.transpose(1, 2)
+        hooked = hook(shown)
+        return t if hooked is shown else hooked.transpose(1, 2)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotary positions on queries (starting at position ``q_offset``) and keys (from 0); unchanged without
@@ -105,7 +114,7 @@ class _AttentionCore(nn.Module):
                 out = torch.matmul(pattern, v)
             elif self.hook_pattern.active:
                 out = torch.matmul(pattern, v)  # a hook may have replaced the pattern
-            return self.hook_z(out)
+            return self.hook_heads(self.hook_z, out)
         if not self.causal or n_query == 1:
             mask, is_causal = None, False
         elif n_query == n_key:
@@ -115,7 +124,7 @@ class _AttentionCore(nn.Module):
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scale
         )
-        return self.hook_z(out)
+        return self.hook_heads(self.hook_z, out)
 
 
 def use_reference_attention(model: nn.Module, on: bool = True) -> None:
@@ -174,7 +183,7 @@ class MultiHeadSelfAttention(_AttentionCore):
         super().__init__(cfg)
         self.qkv_proj = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-        self.hook_q = HookPoint()
+        self.hook_q = HookPoint()  # (B, T, H, p), TransformerLens's layout, as hook_k and hook_v
         self.hook_k = HookPoint()
         self.hook_v = HookPoint()
 
@@ -186,8 +195,9 @@ class MultiHeadSelfAttention(_AttentionCore):
 
     def forward(self, x: torch.Tensor, cache: LayerCache | None = None) -> torch.Tensor:
         offset = cache.length if cache is not None else 0
-        q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
-        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # unpacked, not iterated: torch.fx can trace it
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        q, k, v = (self.hook_heads(hook, t) for hook, t in ((self.hook_q, q), (self.hook_k, k), (self.hook_v, v)))
         if cache is not None:
             k, v = cache.extend(k, v)
         q, k = self.rotate(q, k, offset)  # keys are cached unrotated: each is rotated by its own position

@@ -109,7 +109,7 @@ class LinearSelfAttention(nn.Module):
         self.chunk_size = CHUNK_SIZE
         self.qkv_proj = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.out_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-        self.hook_z = HookPoint()  # (B, H, T, p) per-head outputs before the output projection
+        self.hook_z = HookPoint()  # (B, T, H, p) per-head outputs before the output projection (TransformerLens's)
 
     def _split(self, t: torch.Tensor) -> torch.Tensor:
         B, T, _ = t.shape
@@ -126,5 +126,5 @@ class LinearSelfAttention(nn.Module):
             out, new_state = linear_attention_chunked(q, k, v, state, self.normalize, chunk_size=self.chunk_size)  # type: ignore[arg-type]
         if cache is not None:
             cache.set_state(*new_state, n_new=T)
-        out = self.hook_z(out)
-        return self.out_proj(out.transpose(1, 2).reshape(B, T, -1))
+        z = self.hook_z(out.transpose(1, 2))  # (B, T, H, p)
+        return self.out_proj(z.reshape(B, T, -1))
