@@ -6,23 +6,26 @@ STAMP := $(VENV)/.installed
 # Where pip gets torch. Empty: pip's own configuration. `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu`
 # installs the pinned torch (requirements-ci.txt) as PyTorch's CPU build first, on a machine whose pip would pick CUDA.
 TORCH_INDEX ?=
-# timm for `make install-timm` (aot[timm]); not in requirements-ci.txt: its torchvision must match the torch build
+# timm (aot[timm]), installed by `make install` through scripts/install_timm.py; not in requirements-ci.txt: pip
+# would bring PyPI's torchvision, a CUDA build that does not import beside the CPU torch
 TIMM ?= timm==1.0.31
 
 .PHONY: install install-timm run report results docs test test-all lint typecheck check clean
 
-$(STAMP): pyproject.toml requirements-ci.txt
+$(STAMP): pyproject.toml requirements-ci.txt scripts/install_timm.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt
 	$(PY) -m pip install -q -e '.[dev,bpe,gpt2,hf,hf-data,eval,lens,mamba,icl,slurm]'
+	$(PY) scripts/install_timm.py '$(TIMM)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	touch $(STAMP)
 
 install: $(STAMP)  ## create .venv with the pinned CPU torch, the package (editable) and the libraries its adapters meet
 
-# timm needs the torchvision built for the installed torch (0.28.0+cpu for 2.13.0+cpu: download.pytorch.org only);
-# refuses in one line, installing nothing, when that build is not reachable or pip would replace torch
-install-timm: $(STAMP)  ## timm beside the installed torch, or one line saying why not (scripts/install_timm.py)
+# timm needs torchvision: the build made for the installed torch where its index is reachable (0.28.0+cpu for
+# 2.13.0+cpu: download.pytorch.org, or TORCH_INDEX), else that release's Python part from PyPI (0.28.0+pyonly: no C++
+# ops, which timm does not use); refuses in one line when pip would replace torch. `make install` runs it too.
+install-timm: $(STAMP)  ## timm (TIMM=...) beside the installed torch, or one line saying why not (scripts/install_timm.py)
 	$(PY) scripts/install_timm.py '$(TIMM)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 
 run: $(STAMP)  ## the main job: fetch Shakespeare once, train the paper's AoT-MSSA (preset cpu-mssa), write runs/lm (time: benchmarks/main_job)
