@@ -66,20 +66,41 @@ def model_logits(model: nn.Module, idx: torch.Tensor, **kwargs: Any) -> torch.Te
     return out.logits
 
 
-def _window(context: Sequence[int], continuation: Sequence[int], block_size: int) -> tuple[list[int], int]:
-    """The ids fed to the model (at most ``block_size``) and the index of the first continuation token in it."""
+#: how a request becomes the model's input: ``(context, continuation, block_size)`` → (the ids fed, the index in
+#: them of the continuation's first token; the continuation's tokens are predicted at the positions from there on)
+Window = Callable[[Sequence[int], Sequence[int], int], tuple[list[int], int]]
+
+
+def _check_request(context: Sequence[int], continuation: Sequence[int], longest: int, block_size: int) -> None:
+    """One-line errors for a request no window can score: an empty continuation or context, or a continuation of
+    more than ``longest`` tokens."""
     m = len(continuation)
     if m == 0:
         raise AotError("cannot score an empty continuation; give at least one token")
     if not context:
         raise AotError("cannot score a continuation without context; give at least one context token")
-    if m > block_size - 1:
-        raise AotError(
-            f"a continuation of {m} tokens does not fit the model's context of {block_size} tokens "
-            "(at most block_size - 1); split it into shorter pieces"
-        )
+    if m > longest:
+        limit = " (at most block_size - 1); split it into shorter pieces" if longest < block_size else ""
+        raise AotError(f"a continuation of {m} tokens does not fit the model's context of {block_size} tokens{limit}")
+
+
+def _window(context: Sequence[int], continuation: Sequence[int], block_size: int) -> tuple[list[int], int]:
+    """The ids fed to the model (at most ``block_size``: the last ones of ``context ⊕ continuation``) and the index
+    of the first continuation token in it (see the module docstring)."""
+    _check_request(context, continuation, block_size - 1, block_size)
+    m = len(continuation)
     ids = list(context[-(block_size - m) :]) + list(continuation)
     return ids, len(ids) - m
+
+
+def lm_eval_window(context: Sequence[int], continuation: Sequence[int], block_size: int) -> tuple[list[int], int]:
+    """lm-eval's HF model's input for a request (``HFLM._loglikelihood_tokens``):
+    ``(context ⊕ continuation)[-(block_size + 1):][:-1]``, a continuation of up to ``block_size`` tokens on as much
+    context as fits before it; its last token is predicted at the input's last position, so no position is left
+    for the token after it."""
+    _check_request(context, continuation, block_size, block_size)
+    ids = [*context, *continuation][-(block_size + 1) :][:-1]
+    return ids, len(ids) - len(continuation) + 1
 
 
 @torch.no_grad()
@@ -90,45 +111,49 @@ def score_requests(
     batch_size: int = 16,
     device: str = "cpu",
     progress: str | None = None,
+    window: Window = _window,
 ) -> list[Scored]:
-    """Score each (context, continuation) pair; see the module docstring for truncation. Rows of a batch are
-    right-padded (causal attention: padding after a row's tokens cannot change them). ``progress``: a label for
-    a tqdm bar over the batches (none if ``None``)."""
+    """Score each (context, continuation) pair on the input ``window`` makes of it (default: the module docstring's
+    truncation; :func:`lm_eval_window`: lm-eval's). Rows of a batch are right-padded (causal attention: padding after
+    a row's tokens cannot change them). ``Scored.next_token`` is the argmax after the continuation where the input
+    reaches past it, else -1. ``progress``: a label for a tqdm bar over the batches (none if ``None``)."""
     from tqdm.auto import tqdm
 
-    order = sorted(range(len(requests)), key=lambda i: -min(len(requests[i][0]) + len(requests[i][1]), block_size))
+    cuts = [window(*request, block_size) for request in requests]
+    order = sorted(range(len(requests)), key=lambda i: -len(cuts[i][0]))
     scored: dict[int, Scored] = {}
     starts = range(0, len(order), batch_size)
     for first in tqdm(starts, desc=progress, unit="batch", disable=progress is None, leave=False):
         rows = order[first : first + batch_size]
-        windows = [_window(*requests[i], block_size) for i in rows]
-        width = max(len(ids) for ids, _ in windows)
-        batch = torch.zeros(len(rows), width, dtype=torch.long)
-        for r, (ids, _) in enumerate(windows):
-            batch[r, : len(ids)] = torch.tensor(ids)
-        batch = batch.to(device)
-        logits = model_logits(model, batch)
+        batch = torch.zeros(len(rows), len(cuts[rows[0]][0]), dtype=torch.long)
+        for r, i in enumerate(rows):
+            batch[r, : len(cuts[i][0])] = torch.tensor(cuts[i][0])
+        logits = model_logits(model, batch.to(device))
         logprobs = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-        # per position: the log-probability of the next token of the window, and the argmax (small, to the CPU)
-        next_ids = torch.cat([batch[:, 1:], batch[:, :1]], dim=1)  # last column unused
-        picked = logprobs.gather(-1, next_ids[..., None])[..., 0].cpu()
-        argmax = logprobs.argmax(-1).cpu()
-        for r, (ids, start) in enumerate(windows):
-            targets = torch.tensor(ids[start:])
-            token_lp = picked[r, start - 1 : len(ids) - 1]
-            greedy = argmax[r, start - 1 : len(ids) - 1] == targets
-            scored[rows[r]] = Scored(
-                tuple(float(v) for v in token_lp), tuple(bool(g) for g in greedy), int(argmax[r, len(ids) - 1])
-            )
+        for r, i in enumerate(rows):
+            ids, start = cuts[i]
+            targets = torch.tensor(list(requests[i][1]), device=logprobs.device)
+            # the continuation's tokens are predicted at positions start - 1, ..., start - 2 + m; small, to the CPU
+            predicted = logprobs[r, start - 1 : start - 1 + len(targets)]
+            token_lp = predicted.gather(-1, targets[:, None])[:, 0].cpu()
+            greedy = (predicted.argmax(-1) == targets).cpu()
+            after = start - 1 + len(targets)  # the position after the continuation, where it fits
+            next_token = int(logprobs[r, after].argmax()) if after < len(ids) else -1
+            scored[i] = Scored(tuple(float(v) for v in token_lp), tuple(bool(g) for g in greedy), next_token)
     return [scored[i] for i in range(len(requests))]
 
 
 def model_scorer(
-    model: nn.Module, block_size: int, batch_size: int = 16, device: str = "cpu", progress: str | None = None
+    model: nn.Module,
+    block_size: int,
+    batch_size: int = 16,
+    device: str = "cpu",
+    progress: str | None = None,
+    window: Window = _window,
 ) -> Scorer:
     """``score_requests`` bound to a model: the :data:`Scorer` the protocols take."""
     model.eval()
-    return lambda requests: score_requests(model, requests, block_size, batch_size, device, progress)
+    return lambda requests: score_requests(model, requests, block_size, batch_size, device, progress, window)
 
 
 def rolling_requests(ids: Sequence[int], block_size: int, stride: int | None = None) -> list[Request]:
