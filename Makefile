@@ -12,7 +12,7 @@ TIMM ?= timm==1.0.31
 
 .PHONY: install install-timm run report results docs test test-all lint typecheck check clean
 
-$(STAMP): pyproject.toml requirements-ci.txt scripts/install_timm.py
+$(STAMP): pyproject.toml setup.py requirements-ci.txt scripts/install_timm.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PY) -m pip install -q "$$(grep '^torch==' requirements-ci.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -r requirements-ci.txt

@@ -5,7 +5,8 @@ runs (AoT-MSSA with the tied output and rotary positions, AoT-MHSA; bytes, 2 lay
   site-packages added by hand) ``AutoModelForCausalLM.from_pretrained(EXPORT, trust_remote_code=True)``: logits
   against aot's forward, greedy ``generate`` past the context against ``aot sample --temperature 0``, the
   ``pipeline("text-generation")``, and what transformers says without ``trust_remote_code``;
-- lm-eval's command line, its ``hf`` model on the export and ``aot eval harness`` on the run, on the local task
+- lm-eval's command line, its ``hf`` model on the export, and on the run ``lm_eval --model aot`` (the console
+  script as installed: aot-plugins.pth registers the model) and ``aot eval harness``, on the local task
   tests/fixtures/harness/aot_tiny.yaml: each loglikelihood against aot's scorer (``aot.eval.scoring``);
 - TransformerLens: ``aot.lens.to_hooked_transformer`` — logits, and greedy ``generate`` against aot's;
 - and what ``import aot`` and ``import aot.hf`` take in a fresh Python (median of 3).
@@ -46,6 +47,8 @@ PROMPT, NEW = "Shall I compare", 80  # 15 + 80 tokens: past the context of 64, s
 COMMANDS = {
     "lm_eval": "lm_eval --model hf --model_args pretrained=EXPORT,trust_remote_code=True --tasks {task} "
     "--device cpu --output_path OUT --log_samples",
+    "lm_eval --model aot": "lm_eval --model aot --model_args pretrained=RUN --tasks {task} --device cpu "
+    "--batch_size 2 --output_path OUT --log_samples",
     "aot eval harness": "aot eval harness RUN --tasks {task} --batch_size 2 --output_path OUT --log_samples",
     "export": "aot export hf RUN EXPORT",
     "transformers": "python -I -S tests/hf/load_without_aot.py SITE_PACKAGES REQUEST RESULT",
@@ -102,13 +105,18 @@ def record(out: Path) -> dict[str, Any]:
             model_args = f"pretrained={exports[name]},trust_remote_code=True"
             lm_eval = ["--model", "hf", "--model_args", model_args, "--tasks", str(TASK), "--device", "cpu"]
             shell([sys.executable, "-m", "lm_eval", *lm_eval, "--output_path", str(hf_out), "--log_samples"], env)
+            plugin_out = work / f"lm-eval-plugin-{name[:8]}"
+            plugin = ["--model", "aot", "--model_args", f"pretrained={run.path}", "--tasks", str(TASK), "--device"]
+            plugin += ["cpu", "--batch_size", "2", "--output_path", str(plugin_out), "--log_samples"]
+            shell([str(Path(sys.executable).parent / "lm_eval"), *plugin], {**env, "AOT_NO_PLUGINS": ""})
             native = ["eval", "harness", str(run.path), "--tasks", str(TASK), "--batch_size", "2"]
             shell([sys.executable, "-m", "aot.cli", *native, "--output_path", str(native_out), "--log_samples"], env)
             encode = run.tokenizer.encode
             scorer = score_requests(run.model, [(encode(d["context"]), encode(d["continuation"])) for d in DOCS], 64)
+            logged = zip(harness_logprobs(hf_out), harness_logprobs(plugin_out), harness_logprobs(native_out))
             rows = [
-                {**doc, "aot_scorer": s.logprob, "lm_eval_hf": hf, "aot_eval_harness": aot}
-                for doc, s, hf, aot in zip(DOCS, scorer, harness_logprobs(hf_out), harness_logprobs(native_out))
+                {**doc, "aot_scorer": s.logprob, "lm_eval_hf": hf, "lm_eval_aot": plug, "aot_eval_harness": aot}
+                for doc, s, (hf, plug, aot) in zip(DOCS, scorer, logged)
             ]
             results[name] = {
                 "transformers_without_aot": {
@@ -122,7 +130,7 @@ def record(out: Path) -> dict[str, Any]:
                 "lm_eval": rows,
                 "lm_eval_max_abs_diff": {
                     key: max(abs(row[key] - row["aot_scorer"]) for row in rows)
-                    for key in ("lm_eval_hf", "aot_eval_harness")
+                    for key in ("lm_eval_hf", "lm_eval_aot", "aot_eval_harness")
                 },
                 "transformer_lens": lens_check(run, ids, logits, greedy),
             }
@@ -164,14 +172,16 @@ def lens_check(run: LMRunFolder, ids: torch.Tensor, logits: torch.Tensor, greedy
 def table(record: dict[str, Any]) -> str:
     lines = [
         "| run | transformers without aot: max \\|Δ logit\\| | greedy = `aot sample` | lm-eval hf: max \\|Δ loglik\\| "
-        "| `aot eval harness`: max \\|Δ loglik\\| | TransformerLens: max \\|Δ logit\\| | TL greedy = aot |",
-        "|---|---|---|---|---|---|---|",
+        "| `lm_eval --model aot`: max \\|Δ loglik\\| | `aot eval harness`: max \\|Δ loglik\\| "
+        "| TransformerLens: max \\|Δ logit\\| | TL greedy = aot |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, run in record["runs"].items():
         hf, lens, diffs = run["transformers_without_aot"], run["transformer_lens"], run["lm_eval_max_abs_diff"]
         lines.append(
             f"| {name} | {hf['max_abs_logit_diff']:.1e} | {hf['greedy_equals_aot_sample']} ({hf['new_tokens']} new) "
-            f"| {diffs['lm_eval_hf']:.1e} | {diffs['aot_eval_harness']:.1e} | {lens['max_abs_logit_diff']:.1e} "
+            f"| {diffs['lm_eval_hf']:.1e} | {diffs['lm_eval_aot']:.1e} | {diffs['aot_eval_harness']:.1e} "
+            f"| {lens['max_abs_logit_diff']:.1e} "
             f"| {lens['greedy_equals_aot_sample']} |"
         )
     return "\n".join(lines) + "\n"

@@ -12,10 +12,12 @@ The main entry points, one line each (the README's "Use it from Python"; docs/in
   ``aot export hf`` folder; ``trust_remote_code=True`` loads it where aot is not installed.
 - :mod:`aot.lens` (``aot[lens]``): ``to_hooked_transformer(model)``, TransformerLens's ``HookedTransformer`` with the
   same weights.
-- lm-evaluation-harness (``aot[eval]``): ``aot eval harness RUN --tasks ...`` from the shell; ``import
-  aot.eval.lm_eval_model`` registers ``--model aot`` for ``lm_eval.simple_evaluate``.
-- timm (``aot[timm]``): ``import aot.models.timm_models`` registers the image presets (``timm.create_model(
+- lm-evaluation-harness (``aot[eval]``): ``lm_eval --model aot`` or ``aot eval harness RUN --tasks ...`` from the
+  shell; ``import aot.eval.lm_eval_model`` registers ``--model aot`` for ``lm_eval.simple_evaluate`` by hand.
+- timm (``aot[timm]``): ``import aot.models.timm_models`` registers the image presets by hand (``timm.create_model(
   "aot_mssa_tiny_patch7_28", num_classes=0)``).
+- Installed, aot registers both when timm or lm-eval's model registry is imported (``aot-plugins.pth`` runs
+  ``_aot_plugins`` at start-up; ``AOT_NO_PLUGINS=1`` turns it off).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -102,7 +102,7 @@ def test_a_folder_without_a_model_is_one_line_before_lm_eval_starts(tmp_path: Pa
 
 @pytest.mark.slow
 def test_lm_eval_and_aot_eval_harness_from_the_shell_give_aots_loglikelihoods(tmp_path: Path) -> None:
-    """The record of benchmarks/integrations/ made again: both command lines run; every loglikelihood is aot's
+    """The record of benchmarks/integrations/ made again: the three command lines run; every loglikelihood is aot's
     scorer's (the requests fit the context) to float32's rounding: lm-eval's hf model sums in float32, and the aot
     model feeds the input lm-eval's hf model feeds, one token shorter than the scorer's."""
     pytest.importorskip("lm_eval")
@@ -114,6 +114,8 @@ def test_lm_eval_and_aot_eval_harness_from_the_shell_give_aots_loglikelihoods(tm
     for run in results["runs"].values():
         assert len(run["lm_eval"]) == 3
         assert run["lm_eval_max_abs_diff"]["aot_eval_harness"] < 1e-5
+        # the lm_eval console script with --model aot (aot-plugins.pth registers it): aot eval harness's numbers
+        assert [row["lm_eval_aot"] for row in run["lm_eval"]] == [row["aot_eval_harness"] for row in run["lm_eval"]]
         assert run["lm_eval_max_abs_diff"]["lm_eval_hf"] < 1e-5
         hf = run["transformers_without_aot"]
         assert hf["max_abs_logit_diff"] <= 1e-6 and hf["greedy_equals_aot_sample"]

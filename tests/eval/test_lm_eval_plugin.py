@@ -12,10 +12,9 @@ lm-eval's HF model scores the same model's ``aot export hf`` folder.
   the two forwards round differently (inputs of other widths and batches, lm-eval's float32 sums), by up to ~3e-5
   on a 93-byte document, more than the tolerance; in float64 they agree to ~1e-12, so any difference of convention
   shows. Each output folder is named after its ``pretrained``, and ``aot eval harness RUN`` gives the same folder
-  name and the same numbers as ``lm_eval --model aot``. lm-eval 0.4.13 reads no entry point, so where it lacks its
-  plugin discovery (``registry.load_plugins``, lm-evaluation-harness#4013) the ``lm_eval`` process is given that
-  discovery as lm-eval's main branch does it (a ``sitecustomize`` on ``PYTHONPATH``): the entry point declared here
-  is what resolves ``--model aot``.
+  name and the same numbers as ``lm_eval --model aot``. The ``lm_eval`` console script is run as installed, with
+  nothing added to its environment: lm-eval 0.4.13 reads no entry point, and what resolves ``--model aot`` there is
+  the installed ``aot-plugins.pth`` (src/_aot_plugins.py; tests/test_plugins.py checks it on its own).
 """
 
 from __future__ import annotations
@@ -173,20 +172,6 @@ def test_the_prefix_token_is_the_exported_tokenizers_bos() -> None:
 
 # -- from the shell -----------------------------------------------------------------------------------------------
 
-BACKPORT = '''\
-"""lm-eval's plugin discovery (its main branch's registry.load_plugins), for an lm-eval without it."""
-import importlib.metadata as md
-
-import lm_eval.api.registry as registry
-
-if not hasattr(registry, "load_plugins"):
-    import lm_eval.models  # noqa: F401  (lm-eval's own models first, as its get_model does)
-
-    for entry in md.entry_points(group="lm_eval.models"):
-        if entry.name not in registry.model_registry:
-            registry.model_registry.register(entry.name, target=entry)
-'''
-
 
 def samples(out: Path, folder: str) -> dict[str, list[dict[str, Any]]]:
     """The logged samples (``--log_samples``) of each task in ``out/folder``, in document order."""
@@ -246,13 +231,8 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    import lm_eval.api.registry
-
-    if not hasattr(lm_eval.api.registry, "load_plugins"):  # lm-eval <= 0.4.13
-        (work / "site").mkdir()
-        (work / "site" / "sitecustomize.py").write_text(BACKPORT)
-        env["PYTHONPATH"] = os.pathsep.join([str(work / "site"), *filter(None, [env.get("PYTHONPATH")])])
-    lm_eval = Path(sys.executable).parent / "lm_eval"
+    env.pop("AOT_NO_PLUGINS", None)
+    lm_eval = Path(sys.executable).parent / "lm_eval"  # the console script, as a shell runs it
     common = ["--include_path", str(TASKS_DIR), "--tasks", ",".join(TASKS), "--device", "cpu", "--log_samples"]
     models = {
         "aot": f"pretrained={run_dir},batch_size=4,dtype=float64",
