@@ -38,7 +38,7 @@ LM_TRAIN = [
     "--set", "train.progress=false", "--set", "eval.final_windows=4", "--set", "eval.batch_size=2",
 ]  # fmt: skip
 VISION_TRAIN = [
-    "train", "vision", "--preset", "digits-quick", "--set", "model.n_layer=1", "--set", "train.steps=2",
+    "train", "vision", "--recipe", "digits-quick", "--set", "model.n_layer=1", "--set", "train.steps=2",
     "--set", "train.checkpoint_every=1", "--set", "train.progress=false",
 ]  # fmt: skip
 ICL_TRAIN = [

@@ -44,7 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--preset", default="cpu-quick", help="ICL run preset: cpu-quick (d = 5) or cpu-bench (d = 10)")
+    parser.add_argument(
+        "--recipe",
+        dest="preset",
+        default="cpu-quick",
+        help="ICL training recipe: cpu-quick (d = 5) or cpu-bench (d = 10)",
+    )
     parser.add_argument("--steps", type=int, default=1000, help="optimizer steps of 64 prompts (default 1000)")
     parser.add_argument("--set", action="append", default=[], help="override for every run, e.g. model.position=rope")
     parser.add_argument("--tag", default="main")
@@ -92,7 +97,7 @@ class Run:
     def command(self, runs: Path) -> str:
         """The `aot train icl` command of this run (recorded in its row)."""
         sets = " ".join(f"--set {s}" for s in self.sets)
-        return f"aot train icl --preset {self.preset} --model {self.model} --out {self.folder(runs)} --resume {sets}"
+        return f"aot train icl --recipe {self.preset} --model {self.model} --out {self.folder(runs)} --resume {sets}"
 
 
 def plan_runs(args: argparse.Namespace, regression: str) -> list[Run]:

@@ -35,7 +35,7 @@ from aot.models import build_model, preset_config
 from aot.runinfo import machine_info
 
 HERE = Path(__file__).resolve().parent
-MODELS = ["gpt2-cpu", "aot-mhsa-w-cpu", "aot-mssa-w-cpu", "aot-mssa-tied-w-cpu", "crate-res-w-cpu"]
+MODELS = ["gpt2-cpu", "aot-mhsa-l-cpu-wide", "aot-mssa-l-cpu-wide", "aot-mssa-tied-l-cpu-wide", "crate-res-l-cpu-wide"]
 STDS = [0.02, 0.05]
 MIN_KEYS = 32
 

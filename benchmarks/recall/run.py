@@ -105,7 +105,7 @@ class Run:
     def command(self, runs: str | Path) -> str:
         """The `aot train recall` command of this run (recorded in its row)."""
         sets = " ".join(f"--set {s}" for s in self.sets)
-        return f"aot train recall --preset {PRESET} {sets} --out {self.folder(runs)} --resume"
+        return f"aot train recall --recipe {PRESET} {sets} --out {self.folder(runs)} --resume"
 
     def group(self) -> tuple[object, ...]:
         """The values of :data:`SPEC`'s group fields, as a row of this run has them."""

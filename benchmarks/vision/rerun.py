@@ -4,7 +4,8 @@ put the two side by side in rerun.json.
     OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/vision/rerun.py --presets transformer aot-mssa --seed 0 \
         --runs /tmp/aot-rerun
 
-Each rerun is `aot train vision --preset P --seed S` (one epoch, the recorded recipe); a finished run folder under
+Each rerun is `aot train vision --recipe R --seed S` (one epoch, the recorded recipe; --presets takes the names the
+rows were recorded under, aot-mssa for fashion-mssa, transformer for fashion-vit); a finished run folder under
 --runs is read, not trained again. A run equals its record bit for bit only on the same kind of CPU: float kernels
 differ between CPUs (an Intel Xeon recorded the rows; a different vector unit sums in another order), so read the
 difference against the seed spread recorded beside it.
@@ -26,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 
 def recorded_rows(preset: str) -> list[dict]:
     """The recorded one-epoch Fashion-MNIST rows of ``preset`` at its current shape (no overrides)."""
-    from aot.tasks.vision import VisionRun
+    from aot.tasks.vision import VISION_RECIPE_RENAMES, VisionRun
 
-    model = VisionRun.build(preset).model_config()
+    model = VisionRun.build(VISION_RECIPE_RENAMES.get(preset, preset)).model_config()
     runs = json.loads((HERE / "results.json").read_text())["runs"]
     return [
         r
@@ -45,7 +46,10 @@ def recorded_rows(preset: str) -> list[dict]:
 def rerun(preset: str, seed: int, runs: Path) -> dict:
     out = runs / f"{preset}-s{seed}"
     if read_results(out) is None:
-        argv = ["train", "vision", "--preset", preset, "--seed", str(seed), "--set", "train.progress=false"]
+        from aot.tasks.vision import VISION_RECIPE_RENAMES
+
+        recipe = VISION_RECIPE_RENAMES.get(preset, preset)  # the rows keep the name they were recorded under
+        argv = ["train", "vision", "--recipe", recipe, "--seed", str(seed), "--set", "train.progress=false"]
         assert aot([*argv, "--out", str(out), "--force"]) == 0, f"the rerun of {preset} failed"
     results = read_results(out)
     assert results is not None

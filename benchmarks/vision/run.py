@@ -31,6 +31,7 @@ from aot.runinfo import replace_marked_block
 from aot.sweep import Execution, Plan, SweepSpec, read_store, run_key
 from aot.sweep.training import build_run
 from aot.tasks import TaskRun, get_task
+from aot.tasks.vision import VISION_RECIPE_RENAMES
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parents[1] / "docs" / "guide" / "vision.md"  # the vision guide (the name is kept for the tests)
@@ -146,7 +147,10 @@ class Run:
 
     def build(self) -> TaskRun:
         flags = {"data": {"dataset": self.data}, "train": {"seed": self.seed}}
-        return build_run("vision", self.preset, list(self.sets), flags=flags)
+        # rows, keys and folders keep the recipe names results.json was recorded under (aot-mssa, transformer, ...):
+        # the run is built from the recipe's current name (fashion-mssa, fashion-vit, ...)
+        recipe = VISION_RECIPE_RENAMES.get(self.preset, self.preset)
+        return build_run("vision", recipe, list(self.sets), flags=flags)
 
     @functools.cached_property
     def key(self) -> str:

@@ -153,7 +153,7 @@ def recall_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "train.steps=3", "train.batch_size=4", "train.eval_every=0", "train.progress=false",
         "eval.val_sequences=8", "eval.test_sequences=8",
     ]  # fmt: skip
-    argv = ["train", "recall", "--preset", "cpu-quick", "--device", "cpu", "--out", str(run)]
+    argv = ["train", "recall", "--recipe", "cpu-quick", "--device", "cpu", "--out", str(run)]
     assert main([*argv, *(arg for s in sets for arg in ("--set", s))]) == 0
     return run
 

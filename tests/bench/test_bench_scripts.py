@@ -194,7 +194,7 @@ def test_icl_script_reuses_a_finished_run_and_records_it_under_its_tag_task_mode
     (row,) = store["runs"]
     assert row["key"] == "lanes/linear/gpt2-icl-cpu" and row["eval"] == {"n_prompts": 1000, "k=d/2": 0.8,
                                                                           "k=d": 0.7, "k=2d": 0.6}  # fmt: skip
-    assert row["command"].startswith(f"aot train icl --preset cpu-quick --model gpt2-icl-cpu --out {run.folder(runs)} ")
+    assert row["command"].startswith(f"aot train icl --recipe cpu-quick --model gpt2-icl-cpu --out {run.folder(runs)} ")
     recorded = read_store(BENCH.parent / "icl" / "results.json")
     assert recorded["sweep"]["task"] == "icl"
     for r in recorded["runs"]:

@@ -41,7 +41,7 @@ def tiny_argv(name: str) -> list[str]:
     fp32) on the CPU, checkpointing at every step."""
     preset, sets = get_task(name).smoke
     pairs = [a for item in (*sets, "train.checkpoint_every=1") for a in ("--set", item)]
-    return ["--preset", preset, "--device", "cpu", *pairs, *DATA.get(name, [])]
+    return ["--recipe", preset, "--device", "cpu", *pairs, *DATA.get(name, [])]
 
 
 #: the tiny training of every registered task (its smoke run), as `aot train TASK` arguments

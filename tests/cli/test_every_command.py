@@ -169,7 +169,7 @@ DENOISE += ["--layers", "2", "--device", "cpu"]
 BENCH = ["bench", "--quick", "--only", "models", "--no-memory", "--no-breakdown", "--repeat", "1", "--threads", "1"]
 BENCH += ["--device", "cpu", "--set", "bench.n_embd=16", "--set", "bench.n_head=2", "--set", "bench.seq_len=16"]
 BENCH += ["--set", "bench.peak_sizes=[64]"]
-REPRODUCE = ["reproduce", "--preset", "tiny", "--only"]
+REPRODUCE = ["reproduce", "--scale", "tiny", "--only"]
 PREPARE = ["data", "prepare", "--tokenizer", "bytes", "--workers", "0", "--no-progress"]  # in this process
 PACK = ["data", "pack-images"]
 SWEEP = ["sweep", "icl", "--plan", *(item for item in TINY["icl"] if item not in ("--device", "cpu"))]
@@ -301,7 +301,7 @@ COMMANDS: dict[str, Command] = {
         costly=True,
     ),
     "reproduce": Command(
-        good=lambda sb: ["reproduce", "--preset", "tiny", "--dry-run", "--out", sb.path("new")],
+        good=lambda sb: ["reproduce", "--scale", "tiny", "--dry-run", "--out", sb.path("new")],
         texts={"--data text=": lambda sb, p: [*REPRODUCE, "lm", "--data", f"text={p}", "--out", sb.path("new")]},
         out=lambda sb, p: [*REPRODUCE, "theory", "--out", p],
         subprocess=True,

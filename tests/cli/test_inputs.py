@@ -48,7 +48,7 @@ TINY_RUNS = {
         "train", "icl", "--model", "aot-mhsa-icl-cpu", "--dims", "2", "--batch-size", "4",
         "--set", "eval.final_prompts=16", "--set", "eval.periodic_prompts=8",
     ],
-    "image": ["train", "vision", "--preset", "digits-quick", "--batch-size", "8", "--set", "train.eval_every=0"],
+    "image": ["train", "vision", "--recipe", "digits-quick", "--batch-size", "8", "--set", "train.eval_every=0"],
 }  # fmt: skip
 
 

@@ -317,10 +317,10 @@ def test_resumed_run_with_workers_equals_the_uninterrupted_run(imagenet: Path, t
         "data.mixup=0.8",
         "data.cutmix=1.0",
     ]
-    whole = run_task(task, task.build_run("aot-mssa", sets=[*sets, "data.workers=0"]), tmp_path / "whole", "cpu")
-    split_run = task.build_run("aot-mssa", sets=[*sets, "data.workers=1"])
+    whole = run_task(task, task.build_run("fashion-mssa", sets=[*sets, "data.workers=0"]), tmp_path / "whole", "cpu")
+    split_run = task.build_run("fashion-mssa", sets=[*sets, "data.workers=1"])
     assert run_task(task, split_run, tmp_path / "split", "cpu", stop_at=3) == {}
-    resumed_run = task.build_run("aot-mssa", sets=[*sets, "data.workers=2"])  # the workers may change on resume
+    resumed_run = task.build_run("fashion-mssa", sets=[*sets, "data.workers=2"])  # the workers may change on resume
     resumed = run_task(task, resumed_run, tmp_path / "split", "cpu", resume=True)
     assert resumed["test"] == whole["test"] and resumed["val"] == whole["val"]
     assert resumed["train"]["evals"] == whole["train"]["evals"]

@@ -1,4 +1,4 @@
-"""`aot reproduce --preset paper`'s language steps are commands the data layer serves: OpenWebText given as text is
+"""`aot reproduce --scale paper`'s language steps are commands the data layer serves: OpenWebText given as text is
 prepared into GPT-2 shards by a step of its own, and every training step reads those shards (``--data``)."""
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def tiny_report(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("AOT_DATA", str(root / "data"))
     out = root / "report"
-    code = main(["reproduce", "--preset", "tiny", "--out", str(out), *DATA])
+    code = main(["reproduce", "--scale", "tiny", "--out", str(out), *DATA])
     assert code == 0
     yield out
     mp.undo()
@@ -261,7 +261,7 @@ def test_missing_data_is_one_line_and_the_other_parts_still_run(tiny_report, tmp
     shutil.copytree(tiny_report, out)
     shutil.rmtree(out / "theory")
     data = ["--data", f"text={FIXTURE}", "--data", f"scaling-runs={SCALING_RUNS}"]
-    assert main(["reproduce", "--preset", "tiny", "--out", str(out), *data]) == 0
+    assert main(["reproduce", "--scale", "tiny", "--out", str(out), *data]) == 0
     printed = capsys.readouterr().out
     assert (
         "zeroshot: not run here (no zero-shot data here: the Austen-built sets need `aot data fetch austen`" in printed
@@ -297,7 +297,7 @@ def test_html_is_self_contained_with_every_figure_embedded(tiny_report):
 
 def test_rerun_skips_finished_parts(tiny_report, capsys):
     stamps = {p.name: (tiny_report / p.name / RESULTS).stat().st_mtime_ns for p in all_parts()}
-    assert main(["reproduce", "--preset", "tiny", "--out", str(tiny_report), *DATA]) == 0
+    assert main(["reproduce", "--scale", "tiny", "--out", str(tiny_report), *DATA]) == 0
     out = capsys.readouterr().out
     assert out.count("finished before") == len(stamps) and "command(s)" not in out
     assert stamps == {p.name: (tiny_report / p.name / RESULTS).stat().st_mtime_ns for p in all_parts()}
@@ -385,14 +385,14 @@ def test_only_keeps_showing_parts_finished_under_an_earlier_code_version(tiny_re
     status_path = out / "lm" / STATUS
     status = json.loads(status_path.read_text())
     status_path.write_text(json.dumps({**status, "key": "an-earlier-code-version"}))
-    assert main(["reproduce", "--preset", "tiny", "--out", str(out), "--only", "theory", *DATA]) == 0
+    assert main(["reproduce", "--scale", "tiny", "--out", str(out), "--only", "theory", *DATA]) == 0
     sections = md_sections((out / "report.md").read_text())
     assert "from an earlier code or plan version" in sections["lm"] and md_tables(sections["lm"])
     assert md_tables(sections["theory"])
 
 
 def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):
-    code = main(["reproduce", "--preset", "paper", "--out", str(tmp_path), "--only", "lm", "efficiency"])
+    code = main(["reproduce", "--scale", "paper", "--out", str(tmp_path), "--only", "lm", "efficiency"])
     assert code == 0
     out = capsys.readouterr().out
     assert "not run here" in out and "torchrun --nproc_per_node=8 -m aot.cli train lm --model aot-mssa-l-medium" in out
@@ -404,7 +404,7 @@ def test_paper_preset_lists_what_it_cannot_run(tmp_path, capsys):
 
 
 def test_dry_run_prints_every_command_and_runs_nothing(tmp_path, capsys):
-    assert main(["reproduce", "--preset", "full", "--out", str(tmp_path / "r"), "--dry-run"]) == 0
+    assert main(["reproduce", "--scale", "full", "--out", str(tmp_path / "r"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == [
         p.name for p in all_parts()
@@ -417,12 +417,12 @@ def test_dry_run_prints_every_command_and_runs_nothing(tmp_path, capsys):
 
 def test_paper_preset_of_the_new_parts_prints_the_papers_commands(tmp_path, capsys):
     only = ["zeroshot", "vision", "icl", "inside"]
-    assert main(["reproduce", "--preset", "paper", "--out", str(tmp_path / "r"), "--dry-run", "--only", *only]) == 0
+    assert main(["reproduce", "--scale", "paper", "--out", str(tmp_path / "r"), "--dry-run", "--only", *only]) == 0
     out = capsys.readouterr().out
     assert "--task lambada,cbt-cn,cbt-ne,ptb,wikitext --data lambada=LAMBADA_FILE" in out
     assert "pass --data lambada=FILE --data cbt-cn=FILE" in out and "no ImageNet given" in out
-    assert "torchrun --nproc_per_node=8 -m aot.cli train vision --preset vit-s --data IMAGENET_DIR" in out
-    assert "aot train icl --model aot-mssa-icl --preset garg" in out and "mamba-icl" in out
+    assert "torchrun --nproc_per_node=8 -m aot.cli train vision --recipe imagenet-vit-s --data IMAGENET_DIR" in out
+    assert "aot train icl --model aot-mssa-icl --recipe garg" in out and "mamba-icl" in out
     assert out.count("aot analyze") == 4 and "aot analyze --calibrate" in out
     assert not (tmp_path / "r").exists()
 

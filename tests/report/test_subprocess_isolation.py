@@ -69,13 +69,13 @@ def test_a_steps_command_as_printed_is_unchanged():
 
 
 def test_reproduce_in_a_folder_holding_yaml_py_never_imports_it(hostile, tmp_path):
-    """`aot reproduce --preset tiny --only theory` (one `aot denoise` step, seconds) started in that folder: the
+    """`aot reproduce --scale tiny --only theory` (one `aot denoise` step, seconds) started in that folder: the
     part is done and the marker was never written."""
     folder, marker = hostile
     aot = Path(sys.executable).with_name("aot")  # what a user types: the console script (not the working directory)
     parent = [str(aot)] if aot.is_file() else module_argv("aot.cli")
     out = tmp_path / "report"
-    argv = [*parent, "reproduce", "--preset", "tiny", "--only", "theory", "--out", str(out)]
+    argv = [*parent, "reproduce", "--scale", "tiny", "--only", "theory", "--out", str(out)]
     env = {**_env(), "AOT_DATA": str(tmp_path / "data")}
     done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]

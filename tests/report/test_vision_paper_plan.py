@@ -1,4 +1,4 @@
-"""`aot reproduce --preset paper`'s vision steps are commands the data layer serves: each trains from an ImageNet-layout
+"""`aot reproduce --scale paper`'s vision steps are commands the data layer serves: each trains from an ImageNet-layout
 folder (train/ + val/ class folders of JPEGs of mixed sizes), as printed, here for two steps at reduced size."""
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ def test_the_paper_vision_commands_train_from_imagenets_layout(imagenet_folder, 
     folder = imagenet_folder
     plan = vision_part.plan(Context("paper", tmp_path / "part", {"imagenet": str(folder)}))
     runs = [s for s in plan.steps if s.argv[:2] == ["train", "vision"]]
-    assert [s.argv[s.argv.index("--preset") + 1] for s in runs] == ["aot-mssa-s", "aot-mhsa-s", "vit-s", "crate-s"]
+    assert [s.argv[s.argv.index("--recipe") + 1] for s in runs] == [
+        "imagenet-mssa-s",
+        "imagenet-mhsa-s",
+        "imagenet-vit-s",
+        "imagenet-crate-s",
+    ]
     for step in runs[:2]:  # the two AoT models, as printed (the launcher aside), at reduced size
         assert step.launcher[0] == "torchrun" and step.argv[step.argv.index("--data") + 1] == str(folder)
         assert main([*step.options(tmp_path / "part"), *REDUCED]) == 0

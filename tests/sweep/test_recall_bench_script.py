@@ -75,7 +75,7 @@ def test_a_tiny_grid_trains_records_skips_and_renders(bench, tmp_path: Path) -> 
     store = bench.run_grid(grid, tmp_path / "runs", store_path)
     assert len(store["runs"]) == 4 and store["sweep"]["task"] == "recall"
     row = store["runs"][0]
-    assert row["command"].startswith("aot train recall --preset cpu-quick --set model.preset=aot-mssa-l-cpu")
+    assert row["command"].startswith("aot train recall --recipe cpu-quick --set model.preset=aot-mssa-l-cpu")
     assert (row["n_embd"], row["seq_len"], row["n_pairs"], row["steps"]) == (16, 16, 2, 2)
     assert Path(row["run_dir"], "results.json").is_file()
     before = store_path.read_text()

@@ -143,8 +143,13 @@ def run_py_plans() -> dict[str, Any]:
     return json.loads((FIXTURES / "scaling" / "run_py_plans.json").read_text())
 
 
+def as_recorded(command: str) -> str:
+    """A command line as the records (written before 2026-12-05) spell it: --recipe was --preset then."""
+    return command.replace("--recipe ", "--preset ")
+
+
 def argv_sha(trial: ScalingTrial, runs: Path) -> str:
-    command = " ".join(a.replace(str(runs), "RUNS") for a in trial.argv(runs))
+    command = as_recorded(" ".join(a.replace(str(runs), "RUNS") for a in trial.argv(runs)))
     return hashlib.sha256(command.encode()).hexdigest()[:16]
 
 
@@ -213,6 +218,7 @@ def test_the_row_of_each_recorded_run_is_what_run_py_recorded(study, committed, 
         if row["kind"] == "branch" and row["branched_from"] is None:  # trained from scratch (its parent was gone)
             trial = replace(trial, branch_of=None)
         mine = {"key": trial.key, **execution.row_of(trial, fake_results(row), trial.folder(execution.runs))}
+        mine["command"] = as_recorded(mine["command"])
         assert list(mine) == ["key", *ROW_FIELDS]
         assert {k: mine[k] for k in row} == row, row["key"]
 
@@ -422,7 +428,7 @@ def test_gpu_b_trains_the_papers_four_models_once_at_20_tokens_per_parameter_at_
 
 def test_a_tiny_study_trains_its_main_run_then_branches_from_the_kept_checkpoint(tmp_path):
     data = {
-        "kind": "scaling", "runs": str(tmp_path / "runs"), "preset": "cpu-quick",
+        "kind": "scaling", "runs": str(tmp_path / "runs"), "recipe": "cpu-quick",
         "data": {"corpus": str(FIXTURES / "sonnets.txt"), "tokenizer": "bytes"},
         "sets": {"model": ["model.block_size=16"],
                  "recipe": ["train.batch_size=4", "train.warmup_steps=2", "train.precision=fp32", "train.eval_every=0",

@@ -75,7 +75,7 @@ def on_cluster(cluster, monkeypatch, tmp_path):
 
 def sweep_file(tmp_path: Path, grid: dict | None = None, **launcher) -> Path:
     path = tmp_path / "sweep.yaml"
-    spec = {"task": "lm", "preset": "cpu-quick", "grid": grid or GRID, "seeds": [0, 1]}
+    spec = {"task": "lm", "recipe": "cpu-quick", "grid": grid or GRID, "seeds": [0, 1]}
     spec["launcher"] = {"cpus": 1, "mem": "1G", "time": "10", **launcher}
     path.write_text(yaml.safe_dump(spec))
     return path

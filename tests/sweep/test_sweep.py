@@ -291,7 +291,7 @@ TINY = [
 
 
 def sweep_argv(out: Path, *sets: str) -> list[str]:
-    argv = ["sweep", "lm", "--preset", "cpu-quick", "--device", "cpu", "--out", str(out)]
+    argv = ["sweep", "lm", "--recipe", "cpu-quick", "--device", "cpu", "--out", str(out)]
     for item in [*TINY, *sets]:
         argv += ["--set", item]
     return argv

@@ -29,7 +29,7 @@ def test_a_runs_flops_and_gpu_hours_are_its_hand_count(capsys):
     assert flops == pytest.approx(expected, rel=1e-12)
     cost = CostModel("H100", 0.4)
     assert cost.gpu_hours(expected) == pytest.approx(expected / (989e12 * 0.4) / 3600, rel=1e-12)
-    argv = ["sweep", "lm", "--preset", "cpu-quick", "--model", "aot-mhsa-l-cpu", "--out", "unused", "--plan"]
+    argv = ["sweep", "lm", "--recipe", "cpu-quick", "--model", "aot-mhsa-l-cpu", "--out", "unused", "--plan"]
     assert main([*argv, *(a for s in (*SETS, "train.lr=1e-3,3e-3") for a in ("--set", s))]) == 0
     printed = capsys.readouterr().out
     assert printed.count(f"{expected:.3g} FLOPs, {cost.gpu_hours(expected):.3g} GPU-h") == 2

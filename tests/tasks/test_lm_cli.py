@@ -85,7 +85,7 @@ def test_train_lm_resume_with_another_config_is_one_line(tmp_path, capsys):
         (["--model", "gpt3-huge"], "unknown preset"),
         (["--set", "train.lr"], "section.field=value"),
         (["--set", "train.lrr=1"], "did you mean 'lr'"),
-        (["--preset", "fast"], "unknown lm preset"),
+        (["--recipe", "fast"], "unknown lm recipe"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
@@ -144,19 +144,19 @@ def test_default_corpus_is_fetched_when_missing(tmp_path, monkeypatch, capsys):
 def test_a_model_preset_on_a_recipe_says_what_it_replaces(capsys):
     """`--model P` swaps the recipe's model for preset P as it is; the recipe's own model settings (cpu-quick's
     rotary positions and init 0.05) are dropped, and one line on stderr names them and how to keep them."""
-    assert main(["train", "lm", "--preset", "cpu-quick", "--model", "aot-mssa-l-cpu", "--dump-config"]) == 0
+    assert main(["train", "lm", "--recipe", "cpu-quick", "--model", "aot-mssa-l-cpu", "--dump-config"]) == 0
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if "replaces" in line]
     assert len(lines) == 1 and "position=rope" in lines[0] and "init_std=0.05" in lines[0]
     assert "--set model.position=rope" in lines[0]
     assert "aot-mssa-l-cpu" in captured.out and "rope" not in captured.out.split("model:", 1)[1].split("train:")[0]
-    assert main(["train", "lm", "--preset", "cpu-quick", "--dump-config"]) == 0  # no swap: nothing said
+    assert main(["train", "lm", "--recipe", "cpu-quick", "--dump-config"]) == 0  # no swap: nothing said
     assert "replaces" not in capsys.readouterr().err
 
 
 def test_a_training_run_says_what_model_preset_replaced_when_it_starts(tmp_path, capsys):
-    argv = ["train", "lm", "--preset", "cpu-quick", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", *TINY]
+    argv = ["train", "lm", "--recipe", "cpu-quick", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", *TINY]
     argv += ["--steps", "2"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
-    assert len([line for line in err.splitlines() if "replaces preset cpu-quick" in line]) == 1
+    assert len([line for line in err.splitlines() if "replaces recipe cpu-quick" in line]) == 1

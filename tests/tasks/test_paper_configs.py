@@ -108,11 +108,11 @@ def test_paper_config_trains_two_steps_from_prepared_shards(config, shards, tmp_
 # -- the paper's ImageNet runs ------------------------------------------------------------------------------
 
 IMAGENET_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "paper").glob("imagenet-*.yaml"))
-IMAGENET_PRESETS = {  # config file -> the training preset it spells out
-    "imagenet-aot-mssa-v-s": "aot-mssa-s",
-    "imagenet-aot-mhsa-v-s": "aot-mhsa-s",
-    "imagenet-vit-s": "vit-s",
-    "imagenet-crate-v-s": "crate-s",
+IMAGENET_RECIPES = {  # config file -> the training recipe it spells out
+    "imagenet-aot-mssa-v-s": "imagenet-mssa-s",
+    "imagenet-aot-mhsa-v-s": "imagenet-mhsa-s",
+    "imagenet-vit-s": "imagenet-vit-s",
+    "imagenet-crate-v-s": "imagenet-crate-s",
 }
 IMAGENET_REDUCED = {
     "model.n_layer": 1,
@@ -131,15 +131,15 @@ IMAGENET_REDUCED = {
 }
 
 
-def test_the_imagenet_configs_spell_out_the_training_presets():
+def test_the_imagenet_configs_spell_out_the_training_recipes():
     from aot.tasks.vision import VisionRun
 
-    assert {p.stem for p in IMAGENET_CONFIGS} == set(IMAGENET_PRESETS)
+    assert {p.stem for p in IMAGENET_CONFIGS} == set(IMAGENET_RECIPES)
     for config in IMAGENET_CONFIGS:
-        from_file = VisionRun.build("aot-mssa", config_file=str(config)).to_dict()
-        preset = VisionRun.build(IMAGENET_PRESETS[config.stem]).to_dict()
-        from_file["data"]["dataset"] = preset["data"]["dataset"]  # the file names an example path
-        assert from_file == preset, config.stem
+        from_file = VisionRun.build("fashion-mssa", config_file=str(config)).to_dict()
+        recipe = VisionRun.build(IMAGENET_RECIPES[config.stem]).to_dict()
+        from_file["data"]["dataset"] = recipe["data"]["dataset"]  # the file names an example path
+        assert from_file == recipe, config.stem
 
 
 @pytest.mark.parametrize("config", IMAGENET_CONFIGS, ids=lambda p: p.stem)

@@ -28,7 +28,7 @@ def test_every_registered_task_declares_its_smoke_run_and_sweep_metric() -> None
     """The registry is the one table: each task brings its smallest run and what its sweeps rank by."""
     for name, task in TASKS.items():
         preset, sets = task.smoke
-        assert preset in task.presets and "model.n_layer=1" in sets and "train.steps=2" in sets, name
+        assert preset in task.recipes and "model.n_layer=1" in sets and "train.steps=2" in sets, name
         assert task.metric.goal in ("min", "max") and task.metric.field, name
 
 
@@ -83,7 +83,7 @@ def test_aot_train_lists_every_registered_task_with_its_options(capsys) -> None:
             main(["train", task.name, "--help"])
         text = capsys.readouterr().out
         assert all(option.flag in text for option in task.command.options)
-        assert task.command.default_preset in text
+        assert task.command.default_recipe in text
 
 
 def test_a_task_option_sets_the_config_fields_it_names(capsys) -> None:

@@ -26,7 +26,7 @@ def registered():
 
 def smoke_sets(task) -> list[str]:
     preset, sets = task.smoke
-    return ["--preset", preset, "--device", "cpu", *(a for s in sets for a in ("--set", s))]
+    return ["--recipe", preset, "--device", "cpu", *(a for s in sets for a in ("--set", s))]
 
 
 def test_a_throwaway_task_trains_sweeps_is_priced_and_its_checkpoint_loads(registered, tmp_path, capsys):

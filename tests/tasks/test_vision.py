@@ -248,7 +248,7 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, s
 def test_digits_quick_beats_80_percent(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A real training run (the `digits-quick` preset: well under a minute on 2 quiet cores; its time is in
     results.json, not asserted here — timings belong to benchmarks) beats 80 % test accuracy."""
-    code, out, _ = run_cli(["train", "vision", "--preset", "digits-quick", "--out", str(tmp_path)], capsys)
+    code, out, _ = run_cli(["train", "vision", "--recipe", "digits-quick", "--out", str(tmp_path)], capsys)
     assert code == 0, out
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["test"]["top1"] > 0.80, results["test"]
@@ -360,7 +360,7 @@ def test_wrong_image_size_or_channels(tmp_path: Path, capsys: pytest.CaptureFixt
         (tmp_path / "rgb" / name).mkdir(parents=True)
         Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "rgb" / name / "x.png")
     # a folder is decoded to the model's input: RGB images become the grey 8x8 the digits model takes
-    args = ["train", "vision", "--preset", "digits-quick", "--data", str(tmp_path / "rgb")]
+    args = ["train", "vision", "--recipe", "digits-quick", "--data", str(tmp_path / "rgb")]
     args += ["--out", str(tmp_path / "b")]
     code, _, err = run_cli([*args, "--set", "data.val_size=0", "--steps", "2", "--set", "data.workers=0"], capsys)
     assert code == 0, err
@@ -373,7 +373,7 @@ def test_bad_folders_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> No
     (tmp_path / "data" / "ok").mkdir(parents=True)
     Image.fromarray(np.zeros((8, 8), dtype=np.uint8)).save(tmp_path / "data" / "ok" / "x.png")
     (tmp_path / "data" / "empty").mkdir()
-    args = ["train", "vision", "--preset", "digits-quick", "--data", str(tmp_path / "data"), "--out", str(tmp_path)]
+    args = ["train", "vision", "--recipe", "digits-quick", "--data", str(tmp_path / "data"), "--out", str(tmp_path)]
     code, _, err = run_cli(args, capsys)
     assert_one_line_error(code, err, "empty", "has no images")
     (tmp_path / "data" / "empty" / "y.png").write_bytes(b"\x89PNG garbage")  # a counted skip, not an error

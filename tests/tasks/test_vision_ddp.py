@@ -19,7 +19,7 @@ def _setup(folder: str):  # type: ignore[no-untyped-def]
     from aot.tasks.vision_inputs import batch_source, recipe_of
 
     sets = ["data.workers=1", "data.mixup=0.8", "data.cutmix=1.0", "data.randaug_ops=2", "data.val_size=0"]
-    run = VisionRun.build("aot-mssa", sets=[f"data.dataset={folder}", *sets])
+    run = VisionRun.build("fashion-mssa", sets=[f"data.dataset={folder}", *sets])
     data = open_images(folder, val_size=0)
     recipe = recipe_of(data, run.data, 16, 3)
     return run, data, recipe, batch_source(data, run.data, 8, 3, recipe)[0]

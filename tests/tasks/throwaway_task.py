@@ -44,7 +44,7 @@ class FirstTokenData:
 @dataclass
 class FirstTokenRun(TaskRun):
     task: ClassVar[str] = "lm"
-    presets: ClassVar[dict[str, dict[str, Any]]] = {
+    recipes: ClassVar[dict[str, dict[str, Any]]] = {
         "cpu-quick": {
             "model": {"preset": "aot-mhsa-l-cpu", "n_layer": 2, "n_embd": 32, "n_head": 2, "init_std": 0.05},
             "data": {},
@@ -94,8 +94,8 @@ class FirstTokenTask(Task[torch.Tensor]):
         help="name the first token at the last position (a throwaway task)",
         description="A throwaway task that shows what adding one takes.",
         examples=("aot train first-token",),
-        preset_notes=("cpu-quick  2 layers x 32, 8 tokens of 16",),
-        default_preset="cpu-quick",
+        recipe_notes=("cpu-quick  2 layers x 32, 8 tokens of 16",),
+        default_recipe="cpu-quick",
     )
 
     def planned_model(self, run: FirstTokenRun) -> tuple[ModelConfig, int]:

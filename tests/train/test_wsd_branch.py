@@ -26,7 +26,7 @@ SETS = (
     "train.schedule=wsd train.decay_fraction=0.25 eval.periodic_windows=2 eval.final_windows=4 eval.batch_size=2"
 )
 TINY_WSD = [
-    *("--preset", "cpu-quick", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", "--device", "cpu", "--seed", "3"),
+    *("--recipe", "cpu-quick", "--corpus", str(FIXTURE), "--model", "aot-mssa-l-cpu", "--device", "cpu", "--seed", "3"),
     *(arg for item in SETS.split() for arg in ("--set", item)),
 ]
 
@@ -121,7 +121,7 @@ def test_a_branch_refuses_what_would_not_be_exact(tmp_path, capsys):
     cases = {
         "changed lr": (["--set", "train.steps=8", "--set", "train.lr=1e-2"], "train.lr=0.002 there, 0.01 here"),
         "too short": (["--set", "train.steps=4"], "set train.steps to at least 5"),
-        "a preset": (["--preset", "cpu-bench"], "drop --preset / --model"),
+        "a preset": (["--recipe", "cpu-bench"], "drop --recipe / --model"),
     }
     for name, (extra, message) in cases.items():
         out = tmp_path / name.replace(" ", "-")

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
-from aot.errors import AotError, os_error_line
+from aot.errors import AotError, RenamedWarning, os_error_line
 from aot.validation import check_seed
 
 # modules that add subcommands, in the order `aot --help` lists them
@@ -61,7 +63,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def renames_as_one_line() -> Iterator[None]:
+    """While the command runs, a :class:`aot.errors.RenamedWarning` (an old flag or name) is one line on stderr,
+    ``aot: OLD is renamed NEW ...``, not Python's two-line warning; other warnings are shown as usual."""
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], *rest: Any, **kwargs: Any) -> None:
+            if issubclass(category, RenamedWarning):
+                print(f"aot: {message}", file=sys.stderr, flush=True)
+            else:
+                shown(message, category, *rest, **kwargs)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with renames_as_one_line():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,6 +1,7 @@
 """The command-line options several commands share: the experiment options (``--config``, ``--seed``,
 ``--device``, ``--out``), ``--set`` (every command that takes a config) and those of every ``aot train TASK``
-(preset, model, steps, ...); and how every command takes a number.
+(recipe, model, steps, ...); how every command takes a number; and how a renamed flag keeps working for one release
+(:class:`RenamedFlag`).
 
 Numbers. A numeric option of a command without a config is declared with :func:`add_number` and the
 :class:`aot.validation.Number` the library states its range with (``aot.eval.sampling.SAMPLE_OPTIONS``, ...):
@@ -18,11 +19,45 @@ import dataclasses
 import typing
 from typing import Any
 
+from aot.errors import warn_renamed
 from aot.train.trainer import PRECISIONS, TrainConfig
 from aot.validation import SEED, Limit, Number
 
 #: how ``--seed`` is described (``aot`` checks every command's seed with :func:`aot.validation.check_seed`)
 SEED_NUMBER = Number(int, SEED)
+
+
+#: what --recipe is, said where --preset is given (the old flag of aot train and aot sweep)
+RECIPE_WHY = "training recipes; model presets are model.preset, `aot models`"
+
+
+class RenamedFlag(argparse.Action):
+    """An old flag that still works for one release: hidden from ``--help``, it stores into the new flag's ``dest``
+    and says once, as one line, that it is renamed (:func:`aot.errors.warn_renamed`):
+
+        parser.add_argument("--preset", dest="recipe", action=RenamedFlag, new="--recipe", why=RECIPE_WHY)
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, why: str = "", **kwargs: Any) -> None:
+        kwargs.setdefault("default", argparse.SUPPRESS)  # the new flag's default stands
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.new, self.why = new, why
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        warn_renamed(str(option_string), self.new, self.why, kind="flag")
+        setattr(namespace, self.dest, values)
+
+
+def add_recipe_arg(parser: argparse.ArgumentParser, default: str | None, help_text: str) -> None:
+    """``--recipe NAME`` (a training recipe) and its old name ``--preset`` (one release, one line when used)."""
+    parser.add_argument("--recipe", default=default, metavar="RECIPE", help=help_text)
+    parser.add_argument("--preset", dest="recipe", action=RenamedFlag, new="--recipe", why=RECIPE_WHY)
 
 
 def _with_range(help_text: str, description: str, default: Any) -> str:
@@ -89,16 +124,16 @@ def add_set_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_train_args(
-    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], default_preset: str, default_out: str
+    parser: argparse.ArgumentParser, recipes: dict[str, dict[str, Any]], default_recipe: str, default_out: str
 ) -> None:
-    """The options every ``aot train TASK`` has: preset, model, steps, batch, lr, precision, compile, resume,
+    """The options every ``aot train TASK`` has: recipe, model, steps, batch, lr, precision, compile, resume,
     ``--set``, ``--dump-config`` and the experiment options (config, seed, device, out)."""
-    parser.add_argument(
-        "--preset",
-        default=default_preset,
-        help=f"training preset: {', '.join(presets)} (default: {default_preset})",
+    add_recipe_arg(
+        parser,
+        default_recipe,
+        f"training recipe: {', '.join(recipes)} (default: {default_recipe}); was --preset",
     )
-    parser.add_argument("--model", help="model preset (see `aot models`); replaces the training preset's model")
+    parser.add_argument("--model", help="model preset (see `aot models`); replaces the training recipe's model")
     add_config_number(parser, "--steps", TrainConfig, "steps", "optimizer steps", show_default=False)
     add_config_number(
         parser,

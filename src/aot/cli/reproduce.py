@@ -1,4 +1,5 @@
-"""`aot reproduce`: run the paper's experiments at a preset's size and write one report, ours beside theirs."""
+"""`aot reproduce`: run the paper's experiments at one scale (``--scale tiny|quick|full|paper``; was ``--preset``)
+and write one report, ours beside theirs."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import shlex
 import textwrap
 from pathlib import Path
 
+from aot.cli.options import RenamedFlag
 from aot.report.part import PRESET_HELP, PRESETS
 
 EPILOG = """\
 examples:
   aot reproduce                                   # quick: every part on a 2-core CPU (11 min recorded)
-  aot reproduce --preset quick --out benchmarks/report --screenshot
+  aot reproduce --scale quick --out benchmarks/report --screenshot
   aot reproduce --only theory lm                  # some parts; the others' earlier results are kept
-  aot reproduce --preset full --dry-run           # print the commands, run nothing
-  aot reproduce --preset full --out runs/report-full          # a few CPU hours
-  aot reproduce --preset paper --data openwebtext=hf:Skylion007/openwebtext   # GPUs; lists what it can't run
+  aot reproduce --scale full --dry-run            # print the commands, run nothing
+  aot reproduce --scale full --out runs/report-full           # a few CPU hours
+  aot reproduce --scale paper --data openwebtext=hf:Skylion007/openwebtext   # GPUs; lists what it can't run
 
 outputs (in --out): report.md and index.html (one self-contained page, figures embedded), report.json
 (each part's status), and one folder per part: PART/results.json (what the tables read), PART/STEP/ (each
@@ -35,19 +37,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     names = [p.name for p in all_parts()]
     parser = subparsers.add_parser(
         "reproduce",
-        help="run the paper's experiments at a preset's size and write one report (report.md + index.html)",
+        help="run the paper's experiments at one scale and write one report (report.md + index.html)",
         description=textwrap.fill(
-            "Run each part of the paper's evaluation with the aot command that measures it, at the preset's size, "
+            "Run each part of the paper's evaluation with the aot command that measures it, at one --scale, "
             "and write one report: every table beside the paper's numbers, every figure, the machine, the date, "
             "the command behind each number and what differs from the paper. Parts: " + ", ".join(names) + ".",
             width=100,
         )
-        + "\n\npresets:\n"
+        + "\n\nscales (--scale; was --preset):\n"
         + "\n".join(f"  {name:<6} {PRESET_HELP[name]}" for name in PRESETS),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--preset", choices=PRESETS, default="quick", help="size of every part (default: quick)")
+    parser.add_argument("--scale", choices=PRESETS, default="quick", help="size of every part (default: quick)")
+    parser.add_argument(
+        "--preset",
+        dest="scale",
+        choices=PRESETS,
+        action=RenamedFlag,
+        new="--scale",
+        why="the report's size; model presets are model.preset",
+    )
     parser.add_argument("--out", metavar="DIR", default="runs/report", help="report folder (default: runs/report)")
     parser.add_argument("--only", nargs="+", metavar="PART", help=f"run only these parts ({', '.join(names)})")
     parser.add_argument(
@@ -57,11 +67,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a data set a part needs: text=FILE (the CPU language corpus, default Shakespeare); "
         "lambada=FILE, cbt-cn=FILE, cbt-ne=FILE, ptb=FILE, wikitext=FILE (zeroshot: the real sets, beside the "
         "Austen ones); images=SPEC (vision: instead of Fashion-MNIST, e.g. mnist or a class folder); "
-        "openwebtext=PATH|hf:NAME, imagenet=DIR (paper preset); lm-sweep=FILE (the recorded lm sweep whose lrs the "
+        "openwebtext=PATH|hf:NAME, imagenet=DIR (paper scale); lm-sweep=FILE (the recorded lm sweep whose lrs the "
         "lm part uses); repeatable; any other name is refused",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="print the commands each part would run at this preset, run nothing"
+        "--dry-run", action="store_true", help="print the commands each part would run at this scale, run nothing"
     )
     parser.add_argument(
         "--render",
@@ -78,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command_line(args: argparse.Namespace) -> str:
-    parts = ["aot", "reproduce", "--preset", args.preset, "--out", args.out]
+    parts = ["aot", "reproduce", "--scale", args.scale, "--out", args.out]
     if args.only:
         parts += ["--only", *args.only]
     for item in args.data or []:
@@ -114,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         write_report(
             parts,
             outcomes,
-            preset=args.preset,
+            preset=args.scale,
             out=out,
             command=command,
             machine={**machine_info(), "load_average": list(os.getloadavg())},
@@ -129,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out / 'report.md'} and {out / 'index.html'} from {out / 'report.json'}; ran nothing")
         return 0
     if args.dry_run:
-        for line in dry_run_lines(select_parts(parts, args.only), args.preset, out, data):
+        for line in dry_run_lines(select_parts(parts, args.only), args.scale, out, data):
             print(line)
         return 0
-    print(f"aot reproduce: preset {args.preset} -> {out}/report.md and index.html", flush=True)
+    print(f"aot reproduce: scale {args.scale} -> {out}/report.md and index.html", flush=True)
     outcomes = run_parts(
-        parts, args.preset, out, args.only, data, echo=lambda line: print(line, flush=True), on_progress=report
+        parts, args.scale, out, args.only, data, echo=lambda line: print(line, flush=True), on_progress=report
     )
     report(outcomes)
     total = sum(o.command_seconds for o in outcomes if o.has_results)

@@ -37,7 +37,7 @@ between its sizes at that budget, never extrapolated).
 EXAMPLES = f"""\
 examples:
   # a scaling grid: 2 families x 4 widths x 3 budgets, then its fit
-  aot sweep lm --preset cpu-bench --set model.block=transformer,aot-mhsa --set model.n_embd=64,128,192,256 \\
+  aot sweep lm --recipe cpu-bench --set model.block=transformer,aot-mhsa --set model.n_embd=64,128,192,256 \\
       --set train.steps=500,1000,2000 --out runs/scaling
   aot scaling fit runs/scaling/results.json --family block --reference transformer --out runs/scaling/fit
   # extrapolate to a size and budget ({POINT_FORM})

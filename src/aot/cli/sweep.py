@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aot.cli.options import add_number
+from aot.cli.options import add_number, add_recipe_arg
 from aot.errors import ConfigError
 from aot.sweep.execute import Study, branch_parent
 from aot.sweep.launch.cost import MFU, CostModel, run_flops, start_step
@@ -49,9 +49,9 @@ data loading and start-up.
 
 EXAMPLES = """\
 examples:
-  aot sweep lm --preset cpu-quick --set train.lr=1e-3,3e-3 --seeds 0 1 --out runs/sweep
-  aot sweep lm --preset cpu-quick --set model.n_layer=4,6 --set train.lr=1e-3,2e-3 --out runs/depth
-  aot sweep vision --preset aot-mssa --set train.lr=5e-4,1e-3 --seeds 0 1 2 --out runs/vision-lr
+  aot sweep lm --recipe cpu-quick --set train.lr=1e-3,3e-3 --seeds 0 1 --out runs/sweep
+  aot sweep lm --recipe cpu-quick --set model.n_layer=4,6 --set train.lr=1e-3,2e-3 --out runs/depth
+  aot sweep vision --recipe fashion-mssa --set train.lr=5e-4,1e-3 --seeds 0 1 2 --out runs/vision-lr
   aot sweep lm --set train.lr=1e-3,3e-3 --plan           # list the runs, train nothing
   aot sweep --file benchmarks/scaling/gpu-a.yaml --plan --gpu-type H100 --mfu 0.4   # runs and GPU-hours
   aot sweep --file benchmarks/scaling/gpu-a.yaml --out /shared/scaling-a --launcher slurm --partition gpu
@@ -75,8 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("folder", nargs="?", help=argparse.SUPPRESS)  # aot sweep status OUT
     parser.add_argument("--file", metavar="FILE", help="a sweep file (YAML: task, grid, seeds, launcher; see above)")
-    parser.add_argument("--preset", help="training preset of the task (default: the task's `aot train` default)")
-    parser.add_argument("--model", help="model preset (see `aot models`); replaces the training preset's model")
+    add_recipe_arg(parser, None, "training recipe of the task (default: the task's `aot train` default); was --preset")
+    parser.add_argument("--model", help="model preset (see `aot models`); replaces the training recipe's model")
     parser.add_argument("--config", metavar="FILE", help="YAML or JSON config under the --set values")
     parser.add_argument(
         "--set",
@@ -117,9 +117,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def study_of(args: argparse.Namespace) -> tuple[Study, Resources]:
     """The study the flags or --file describe, with the resources the file asks for."""
     if args.file:
-        if args.task or args.sets or args.preset or args.model or args.config or args.seeds:
+        if args.task or args.sets or args.recipe or args.model or args.config or args.seeds:
             raise ConfigError(
-                "--file holds the whole sweep; drop the task, --preset, --model, --config, --set, --seeds"
+                "--file holds the whole sweep; drop the task, --recipe, --model, --config, --set, --seeds"
             )
         from aot.sweep.sweep_file import read_sweep_file
 
@@ -129,7 +129,7 @@ def study_of(args: argparse.Namespace) -> tuple[Study, Resources]:
         raise ConfigError("name a task (aot sweep lm ...) or give a sweep file (aot sweep --file FILE)")
     sweep = GridSweep(
         task=args.task,
-        preset=args.preset or get_task(args.task).command.default_preset,
+        recipe=args.recipe or get_task(args.task).command.default_recipe,
         sets=tuple(args.sets),
         seeds=tuple(args.seeds or (0,)),
         model=args.model,

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train a model (language modelling, image classification, in-context regression)",
         description="Train a model with the shared trainer (AdamW/Lion, warm-up + cosine, bf16 autocast, "
         "checkpoints with exact --resume, DDP/FSDP under torchrun). Pick a task.",
-        epilog="Example: aot train lm   (fetches Shakespeare if needed and trains the cpu-quick preset)",
+        epilog="Example: aot train lm   (fetches Shakespeare if needed and trains the cpu-mssa recipe)",
     )
     tasks = parser.add_subparsers(dest="task", metavar="TASK")
     for task in TASKS.values():
@@ -39,8 +39,8 @@ def add_task_parser(subparsers: argparse._SubParsersAction, task: Task) -> argpa
         [
             "Examples:",
             *(f"  {line}" for line in command.examples),
-            "Presets:",
-            *(f"  {line}" for line in command.preset_notes),
+            "Recipes (--recipe NAME; a model preset is --model NAME, `aot models`):",
+            *(f"  {line}" for line in command.recipe_notes),
             "Print the full config with --dump-config.",
         ]
     )
@@ -56,7 +56,7 @@ def add_task_parser(subparsers: argparse._SubParsersAction, task: Task) -> argpa
             parser.add_argument(option.flag, action="store_true", default=None, help=option.help)
         else:
             parser.add_argument(option.flag, type=option.kind, metavar=option.metavar, help=option.help)
-    add_train_args(parser, task.presets, default_preset=command.default_preset, default_out=f"runs/{task.name}")
+    add_train_args(parser, task.recipes, default_recipe=command.default_recipe, default_out=f"runs/{task.name}")
     parser.add_argument(
         "--branch-from",
         metavar="CHECKPOINT",
@@ -64,8 +64,8 @@ def add_task_parser(subparsers: argparse._SubParsersAction, task: Task) -> argpa
         "train.keep_checkpoints of a train.schedule=wsd run) with that run's config; only train.steps may differ "
         "(--set train.steps=N); the weights are those a run of N steps gives from scratch",
     )
-    # None = not given: a branch takes its parent's config, a new run the default preset
-    parser.set_defaults(func=lambda args: run_command(task, args), preset=None)
+    # None = not given: a branch takes its parent's config, a new run the default recipe
+    parser.set_defaults(func=lambda args: run_command(task, args), recipe=None)
     return parser
 
 
@@ -82,18 +82,18 @@ def task_flags(task: Task, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_run(task: Task, args: argparse.Namespace) -> Any:
-    """The run config: preset < --config < flags < --set; for ``--branch-from``, the parent's config (kept in its
-    checkpoint) in place of the preset."""
+    """The run config: recipe < --config < flags < --set; for ``--branch-from``, the parent's config (kept in its
+    checkpoint) in place of the recipe."""
     parent = None
     if args.branch_from:
-        if args.preset is not None or args.model is not None:
+        if args.recipe is not None or args.model is not None:
             raise AotError(
-                "--branch-from takes the parent run's config; drop --preset / --model (change train.steps with --set)"
+                "--branch-from takes the parent run's config; drop --recipe / --model (change train.steps with --set)"
             )
         parent = branch_config(Path(args.branch_from))
     if parent is None:  # a new run, or a checkpoint written before checkpoints kept their config: the usual layers
-        args.preset = args.preset or task.command.default_preset
-        return task.build_run(args.preset, args.config, task_flags(task, args), args.set, model_preset=args.model)
+        args.recipe = args.recipe or task.command.default_recipe
+        return task.build_run(args.recipe, args.config, task_flags(task, args), args.set, model_preset=args.model)
     return task.run_cls.from_dict(layer(parent, task.run_cls.sections(), args.config, task_flags(task, args), args.set))
 
 

@@ -8,6 +8,9 @@ them. ``aot models`` prints every preset with its exact count.
 CPU presets are matched on non-embedding parameters at d = 256 (about 4.7 M):
 GPT-2 6 layers (12d² each), AoT-MHSA 18 (4d²), AoT-MSSA untied 36 (2d²), tied 72 (d²), CRATE 24 (3d²; as in the
 CRATE code, and with the ISTA step as a residual increment).
+
+How a name reads (:data:`NAMING`, which ``aot models`` prints under its table): ``BLOCK[-VARIANT]-KIND-SIZE[-wide]``.
+Renamed presets keep their old names for one release (:data:`PRESET_RENAMES`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aot.config import ModelConfig
-from aot.errors import ConfigError
+from aot.errors import ConfigError, renamed
 
 GPT2_VOCAB = 50257
 
@@ -48,7 +51,30 @@ _AOT_V_CPU = dict(norm="layernorm", residual_scale="channel", residual_scale_ini
 _ICL = dict(task="icl", n_dims=20, n_points=41)
 _ICL_CPU = dict(task="icl", n_dims=10, n_points=21)
 
-PRESETS: dict[str, Preset] = {
+#: how a preset's name reads, one line per part (``aot models`` prints it under the table)
+NAMING = (
+    "names read BLOCK[-VARIANT]-KIND-SIZE[-wide]:",
+    "  BLOCK    aot-mssa, aot-mhsa, gpt2, vit, crate, llama, linear-attn, mamba",
+    "  VARIANT  tied (MSSA's output tied to its input projection, the paper's formula); res, alpha (CRATE's)",
+    "  KIND     l a language model, v a vision model (the paper's AoT-MSSA-L / -V), icl in-context regression;",
+    "           gpt2-* (language) and vit-* (vision) leave it out",
+    "  SIZE     base, medium (GPT-2's), s, b (ViT-S/16, ViT-B/16), cpu (trains in minutes on a CPU)",
+    "  -wide    a CPU model with the same parameters spent on width over depth (fewer, wider layers; rotary, init",
+    "           std 0.05)",
+)
+
+
+class PresetTable(dict[str, Preset]):
+    """The presets by name; an old name of :data:`PRESET_RENAMES` still finds its preset (``PRESETS[old]``), said
+    once, though ``in`` and iteration see the new names only."""
+
+    def __missing__(self, name: str) -> Preset:
+        if name not in PRESET_RENAMES:
+            raise KeyError(name)
+        return self[renamed(name, PRESET_RENAMES, RENAME_WHY, stacklevel=2)]
+
+
+_BY_NAME: dict[str, Preset] = {
     p.name: p
     for p in [
         # -- language, the paper's scale (OpenWebText, GPT-2 BPE) --------------------------------------
@@ -85,17 +111,17 @@ PRESETS: dict[str, Preset] = {
             "AoT-MSSA as in the paper's formula (tied output), 72 layers",
         ),
         Preset(
-            "aot-mssa-tied-w-cpu",
+            "aot-mssa-tied-l-cpu-wide",
             _lm("aot-mssa", 18, 512, 8, tied_output=True, position="rope", init_std=0.05, **_CPU_LM),
             "the tied operator that trains: width 512 over depth, rotary, init std 0.05",  # benchmarks/lm tied-recipe
         ),
         Preset(
-            "aot-mhsa-w-cpu",
+            "aot-mhsa-l-cpu-wide",
             _lm("aot-mhsa", 8, 384, 6, position="rope", init_std=0.05, **_CPU_LM),
             "AoT-MHSA nearest GPT-2 here: width 384 over depth, rotary, init std 0.05",  # benchmarks/lm
         ),
         Preset(
-            "aot-mssa-w-cpu",
+            "aot-mssa-l-cpu-wide",
             _lm("aot-mssa", 16, 384, 6, tied_output=False, position="rope", init_std=0.05, **_CPU_LM),
             "AoT-MSSA (W_O), width 384 over depth, rotary, init std 0.05",  # why: benchmarks/lm, tied-recipe
         ),
@@ -106,7 +132,7 @@ PRESETS: dict[str, Preset] = {
             "CRATE, 24 layers, ISTA step added to the stream",  # why: benchmarks/lm/crate_diagnosis.md
         ),
         Preset(
-            "crate-res-w-cpu",
+            "crate-res-l-cpu-wide",
             _lm("crate", 11, 384, 6, tied_output=False, ista_residual=True, position="rope", init_std=0.05, **_CPU_LM),
             "CRATE-res that learns: width 384 over depth, rotary, init std 0.05 (11 blocks of 3d²: +3 % params)",
         ),
@@ -220,9 +246,22 @@ PRESETS: dict[str, Preset] = {
         ),
     ]
 }
+PRESETS: PresetTable = PresetTable(_BY_NAME)
+
+#: old model preset name -> its new one; the old names still resolve, with one line, and go in the next release
+PRESET_RENAMES: dict[str, str] = {
+    "aot-mssa-w-cpu": "aot-mssa-l-cpu-wide",
+    "aot-mhsa-w-cpu": "aot-mhsa-l-cpu-wide",
+    "aot-mssa-tied-w-cpu": "aot-mssa-tied-l-cpu-wide",
+    "crate-res-w-cpu": "crate-res-l-cpu-wide",
+}
+#: why the new names read as they do, for the deprecation line
+RENAME_WHY = "model presets: -l- a language model, -wide the width-over-depth CPU variant"
 
 
 def get_preset(name: str) -> Preset:
+    """The model preset ``name``; an old name of :data:`PRESET_RENAMES` gives the renamed preset, said once."""
+    name = renamed(name, PRESET_RENAMES, RENAME_WHY, stacklevel=2)
     if name not in PRESETS:
         import difflib
 

@@ -78,7 +78,7 @@ def build_document(
     load = machine.get("load_average")
     intro: list[Block] = [
         Paragraph(
-            f"Produced by `{command}` — preset **{preset}** ({PRESET_HELP[preset]}). Every table and figure is read "
+            f"Produced by `{command}` — scale **{preset}** ({PRESET_HELP[preset]}). Every table and figure is read "
             f"from a part's `results.json`; the paper's numbers beside ours come from `aot.report.paper_numbers` "
             f"({CITATION}, {URL})."
         ),

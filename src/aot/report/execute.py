@@ -374,7 +374,7 @@ def run_parts(
     report; on Ctrl-C it is called and the KeyboardInterrupt propagates. ``out`` is locked meanwhile
     (:func:`aot.run_folder.folder_lock`): a second `aot reproduce` into it is refused in one line."""
     if preset not in PRESETS:
-        raise AotError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
+        raise AotError(f"unknown scale {preset!r}; use one of {', '.join(PRESETS)}")
     selected = select_parts(parts, only)
     with folder_lock(out):
         return _run_selected(parts, selected, preset, out, data or {}, echo, on_progress)

@@ -17,6 +17,7 @@ from aot.errors import AotError
 from aot.interpreter import module_argv, torchrun_argv
 from aot.report.document import Block
 
+#: the report's scales (``aot reproduce --scale``; ``preset`` in the code and in report.json, its old name)
 PRESETS = ("tiny", "quick", "full", "paper")
 PRESET_HELP = {
     "tiny": "for tests: seconds per part, numbers mean nothing",
@@ -166,14 +167,14 @@ class Upstream:
 
     def problem(self, reader: str, preset: str) -> str:
         """One line: why ``reader`` cannot use this part's outputs, and what to run."""
-        again = f"`aot reproduce --preset {preset} --only {self.name} {reader}` with the same --out"
+        again = f"`aot reproduce --scale {preset} --only {self.name} {reader}` with the same --out"
         if self.state == "failed":
             return f"the {self.name} part failed, so there is nothing to read (see its section); fix it, then {again}"
         if self.state == "planned":
             return f"the {self.name} part did not run on this machine (see its section), so there is nothing to read"
         if self.results is not None:
             return (
-                f"the {self.name} part's results in {self.folder} are of preset {self.results.get('preset')!r}, "
+                f"the {self.name} part's results in {self.folder} are of scale {self.results.get('preset')!r}, "
                 f"not {preset!r}: run {again}"
             )
         return (

@@ -5,10 +5,11 @@ nothing else to summarise it the way the script that wrote it does."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from aot.errors import ConfigError, warn_renamed
 from aot.sweep.metrics import Metric, task_metrics
 from aot.sweep.selection import Axes, Summary, seed_summary
 
@@ -97,3 +98,20 @@ class SweepSpec:
             reference=reference,
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+#: a field of a sweep file that is renamed (the old name works for one release, said once)
+RENAMED_FIELDS = {"preset": "recipe"}
+
+
+def renamed_fields(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A sweep file's mapping ``data`` with each renamed field (:data:`RENAMED_FIELDS`) under its new name, said
+    once; the old and the new name both is an error."""
+    out = dict(data)
+    for old, new in RENAMED_FIELDS.items():
+        if old in out:
+            if new in out:
+                raise ConfigError(f"{source}: give {new}: only ({old}: is its old name)")
+            warn_renamed(f"{old}: (a sweep file's field)", f"{new}:", "training recipes", kind="field")
+            out[new] = out.pop(old)
+    return out

@@ -1,10 +1,10 @@
 """Sweep files: a sweep written down once (``aot sweep --file FILE``) instead of as flags, with what each trial asks a
 cluster for. Two kinds:
 
-    # kind: grid (the default): what `aot sweep TASK --preset ... --set ... --seeds ...` says
+    # kind: grid (the default): what `aot sweep TASK --recipe ... --set ... --seeds ...` says
     task: lm
-    preset: cpu-quick
-    model: aot-mssa-w-cpu          # optional: a model preset (`aot models`)
+    recipe: cpu-quick              # optional: the task's training recipe (was preset:, which works for one release)
+    model: aot-mssa-l-cpu-wide     # optional: a model preset (`aot models`)
     config: configs/lm.yaml        # optional: a config file under the grid's values
     grid:                          # each field an axis; train.lr with several values is the lr sweep
       train.lr: [1.0e-3, 3.0e-3]
@@ -36,9 +36,10 @@ import yaml
 from aot.errors import ConfigError
 from aot.sweep.execute import Study
 from aot.sweep.launch.resources import Resources
+from aot.sweep.spec import renamed_fields
 from aot.sweep.task_sweep import GridSweep
 
-GRID_FIELDS = ("kind", "task", "preset", "model", "config", "grid", "seeds", "launcher")
+GRID_FIELDS = ("kind", "task", "recipe", "model", "config", "grid", "seeds", "launcher")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ def read_sweep_file(path: str | Path) -> SweepFile:
         raise ConfigError(f"--file {source!r} is not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"--file {source!r} must hold a mapping (task:, grid:, seeds:, ...); see `aot sweep --help`")
+    data = renamed_fields(data, source)
     kind = data.get("kind", "grid")
     resources = Resources.from_mapping(data.get("launcher") or {}, source)
     if kind == "scaling":
@@ -90,7 +92,7 @@ def grid_sweep(data: Mapping[str, Any], source: str) -> GridSweep:
     seeds = tuple(int(s) for s in as_list(data.get("seeds", [0])))
     return GridSweep(
         task=task,
-        preset=str(data.get("preset") or get_task(task).command.default_preset),
+        recipe=str(data.get("recipe") or get_task(task).command.default_recipe),
         sets=sets,
         seeds=seeds,
         model=data.get("model"),

@@ -29,11 +29,11 @@ AXES = Axes(group=("config",))
 
 @dataclass(frozen=True)
 class GridSweep:
-    """The sweep ``aot sweep`` was asked for: ``task``'s training ``preset`` (with ``model`` and ``config_file``),
+    """The sweep ``aot sweep`` was asked for: ``task``'s training ``recipe`` (with ``model`` and ``config_file``),
     the grid of ``--set`` assignments, and the seeds."""
 
     task: str
-    preset: str
+    recipe: str
     sets: tuple[str, ...]
     seeds: tuple[int, ...] = (0,)
     model: str | None = None
@@ -45,7 +45,7 @@ class GridSweep:
 
     @property
     def lrs(self) -> list[str | None]:
-        """The lrs of the sweep as given (None: the preset's only)."""
+        """The lrs of the sweep as given (None: the recipe's only)."""
         return list(self.axes.get(LR_FIELD, [None]))
 
     @property
@@ -69,7 +69,7 @@ class GridSweep:
 
     def spec(self) -> SweepSpec:
         extra: dict[str, Any] = {"model": self.model, "config_file": self.config_file, "seeds": list(self.seeds)}
-        return SweepSpec(self.task, self.preset, AXES.group, extra={k: v for k, v in extra.items() if v})
+        return SweepSpec(self.task, self.recipe, AXES.group, extra={k: v for k, v in extra.items() if v})
 
     def trial(self, config: tuple[str, ...], lr: str | None, seed: int) -> GridTrial:
         return GridTrial(self, config, lr, seed)
@@ -116,7 +116,7 @@ class GridSweep:
 
     def markdown(self, store: dict[str, Any]) -> str:
         command = " ".join(
-            [f"aot sweep {self.task} --preset {self.preset}"]
+            [f"aot sweep {self.task} --recipe {self.recipe}"]
             + ([f"--model {self.model}"] if self.model else [])
             + ([f"--config {self.config_file}"] if self.config_file else [])
             + [f"--set {a}" for a in self.fixed]
@@ -153,19 +153,19 @@ class GridTrial:
     @property
     def key(self) -> str:
         s = self.sweep
-        return run_key(s.task, s.preset, s.model, s.config_file, self.sets)
+        return run_key(s.task, s.recipe, s.model, s.config_file, self.sets)
 
     def folder(self, runs: Path) -> Path:
         return runs / folder_name(" ".join(self.sets), self.key)
 
     def build(self) -> TaskRun:
         s = self.sweep
-        return build_run(s.task, s.preset, self.sets, s.model, s.config_file)
+        return build_run(s.task, s.recipe, self.sets, s.model, s.config_file)
 
     def describe(self) -> str:
         config = config_text(self.sweep.varying(self.config))
-        lr = self.lr or ("best" if len(self.sweep.lrs) > 1 else "preset")
-        return f"{self.task} {self.sweep.preset} {config} lr {lr} seed {self.seed}"
+        lr = self.lr or ("best" if len(self.sweep.lrs) > 1 else "recipe")
+        return f"{self.task} {self.sweep.recipe} {config} lr {lr} seed {self.seed}"
 
     def parent(self, runs: Path) -> Path | None:
         return None  # every run of a grid trains from scratch
@@ -173,7 +173,7 @@ class GridTrial:
     def argv(self, runs: Path) -> list[str]:
         s = self.sweep
         return [
-            "train", self.task, "--preset", s.preset,
+            "train", self.task, "--recipe", s.recipe,
             *(["--model", s.model] if s.model else []),
             *(["--config", s.config_file] if s.config_file else []),
             *[a for item in self.sets for a in ("--set", item)],

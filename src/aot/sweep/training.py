@@ -12,15 +12,15 @@ from aot.tasks import TaskRun, get_task, run_task
 
 def build_run(
     task: str,
-    preset: str,
+    recipe: str,
     sets: list[str] | None = None,
     model: str | None = None,
     config_file: str | None = None,
     flags: dict[str, Any] | None = None,
 ) -> TaskRun:
-    """``task``'s run config: training ``preset`` < ``config_file`` < ``flags`` < ``sets``, with the model
-    preset ``model`` (None: the training preset's), validated (a one-line ConfigError names a bad field)."""
-    return get_task(task).build_run(preset, config_file=config_file, flags=flags, sets=sets, model_preset=model)
+    """``task``'s run config: training ``recipe`` < ``config_file`` < ``flags`` < ``sets``, with the model
+    preset ``model`` (None: the training recipe's), validated (a one-line ConfigError names a bad field)."""
+    return get_task(task).build_run(recipe, config_file=config_file, flags=flags, sets=sets, model_preset=model)
 
 
 def train(

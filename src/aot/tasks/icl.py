@@ -20,6 +20,7 @@ import torch
 
 from aot.config import ModelConfig
 from aot.data.icl import ICL_TASKS, ICLBatches, ICLDataConfig, Prompts, eval_prompts
+from aot.errors import renamed_attributes
 from aot.eval.icl import model_predictions, squared_errors
 from aot.models import build_model
 from aot.models.base import AotModel
@@ -40,9 +41,9 @@ class ICLEvalConfig:
     LIMITS: ClassVar[dict[str, Limit]] = {"periodic_prompts": at_least(1), "final_prompts": at_least(1)}
 
 
-# The CPU presets train in minutes at d = 5 (11 points) with a short curriculum; `garg` is Garg et al.'s recipe
+# The CPU recipes train in minutes at d = 5 (11 points) with a short curriculum; `garg` is Garg et al.'s recipe
 # (d = 20, 41 points, 500k steps of 64, lr 1e-4) for a GPU.
-ICL_PRESETS: dict[str, dict[str, Any]] = {
+ICL_RECIPES: dict[str, dict[str, Any]] = {
     "cpu-quick": {
         "model": {"preset": "aot-mhsa-icl-cpu"},
         "data": {
@@ -78,8 +79,8 @@ ICL_PRESETS: dict[str, dict[str, Any]] = {
         "eval": {"periodic_prompts": 1000, "final_prompts": 1000},
     },
 }
-for _preset in ICL_PRESETS.values():
-    _preset["train"] = {"precision": "fp32", "eval_every": 500, "grad_clip": 1.0, **_preset["train"]}
+for _recipe in ICL_RECIPES.values():
+    _recipe["train"] = {"precision": "fp32", "eval_every": 500, "grad_clip": 1.0, **_recipe["train"]}
 
 
 @dataclass
@@ -87,7 +88,7 @@ class ICLRun(TaskRun):
     """The config of ``aot train icl``: sections model, train, data and eval."""
 
     task: ClassVar[str] = "icl"
-    presets: ClassVar[dict[str, dict[str, Any]]] = ICL_PRESETS
+    recipes: ClassVar[dict[str, dict[str, Any]]] = ICL_RECIPES
     data: ICLDataConfig
     eval: ICLEvalConfig
 
@@ -144,16 +145,16 @@ class ICLTask(Task[None]):
         examples=(
             "aot train icl                                  # cpu-quick: AoT-MHSA, d = 5, a few minutes",
             "aot train icl --model aot-mssa-icl-cpu --task sparse --set data.sparsity=2",
-            "aot train icl --preset cpu-bench --model mamba-icl-cpu --out runs/icl/mamba",
+            "aot train icl --recipe cpu-bench --model mamba-icl-cpu --out runs/icl/mamba",
             "aot train icl --set data.pool_size=64 --set model.position=rope",
             "aot train icl --out runs/icl --resume          # continue an interrupted run exactly",
         ),
-        preset_notes=(
+        recipe_notes=(
             "cpu-quick  d = 5, 11 points, curriculum from 2 dims / 5 points, +1 / +2 every 200 steps, 2000 x 64",
             "cpu-bench  d = 10, 21 points, curriculum every 500 steps, 4000 steps x 64",
             "garg       Garg et al.: GPT-2 12 x 256, d = 20, 41 points, 500k steps x 64, lr 1e-4 (a GPU job)",
         ),
-        default_preset="cpu-quick",
+        default_recipe="cpu-quick",
         options=(
             TaskOption("--task", f"function class: {', '.join(ICL_TASKS)}", sets_field("data", "task")),
             TaskOption(
@@ -237,3 +238,6 @@ class ICLTask(Task[None]):
             f"{results['config']['data']['task']} regression d={d}: squared error / d at {errors}. "
             f"Wrote {out / 'results.json'}"
         )
+
+
+__getattr__ = renamed_attributes(__name__, {"ICL_PRESETS": "ICL_RECIPES"}, "training recipes")

@@ -3,8 +3,8 @@ bits per byte beside the unigram and bigram reference points.
 
 A run is described by one config with three sections — ``model`` (a model preset plus field overrides),
 ``data`` (corpus, tokenizer, split) and ``train`` (:class:`aot.train.TrainConfig`) — plus ``eval``. Named
-training presets (:data:`LM_PRESETS`) fill it; ``--config FILE``, flags and ``--set section.key=value``
-override it, in that order. :func:`aot.tasks.run_task` runs it.
+training recipes (:data:`LM_RECIPES`; ``aot train lm --recipe NAME``) fill it; ``--config FILE``, flags and
+``--set section.key=value`` override it, in that order. :func:`aot.tasks.run_task` runs it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from aot.config import ModelConfig
 from aot.data.corpora import CORPORA, DEFAULT_CORPUS, SPLITS, check_hub_corpus, fetch_corpus, is_fetched
 from aot.data.shards import LMBatches, LMData, corpus_cache, is_small, open_lm_data, prepare_lm_data
 from aot.data.tokenizers import ByteTokenizer, GPT2Tokenizer, save_tokenizer
-from aot.errors import AotError
+from aot.errors import AotError, renamed_attributes
 from aot.eval.lm import evaluate_lm, ngram_baselines
 from aot.models import build_model
 from aot.models.base import AotModel
@@ -75,15 +75,15 @@ class LMEvalConfig:
     }
 
 
-# Named training presets. cpu-mssa is the command the README opens with (`make run`, `aot train lm`): the paper's
+# Named training recipes. cpu-mssa is the command the README opens with (`make run`, `aot train lm`): the paper's
 # model, which must beat the bigram on Shakespeare bytes (2.529 nats/byte on the val split;
 # benchmarks/main_job/results.json) on a 2-core CPU.
-LM_PRESETS: dict[str, dict[str, Any]] = {
+LM_RECIPES: dict[str, dict[str, Any]] = {
     "cpu-mssa": {
         # AoT-MSSA (learned W_O) at its best recorded CPU recipe: benchmarks/lm's "tied-recipe" rows, cpu-bench's
-        # recipe with aot-mssa-w-cpu (16 x 384, rotary, init std 0.05) at lr 3e-3, the winner of 1e-3 / 3e-3 / 1e-2
+        # recipe with aot-mssa-l-cpu-wide (16 x 384, rotary, init std 0.05) at lr 3e-3, the winner of 1e-3 / 3e-3 / 1e-2
         # (val 2.031-2.036 nats/byte over three seeds after 1 M tokens; GPT-2 reaches 1.835 with its own best)
-        "model": {"preset": "aot-mssa-w-cpu", "block_size": 256},
+        "model": {"preset": "aot-mssa-l-cpu-wide", "block_size": 256},
         "data": {"corpus": DEFAULT_CORPUS, "tokenizer": "bytes"},
         "train": {"steps": 250, "batch_size": 16, "lr": 3e-3, "warmup_steps": 40, "eval_every": 50},
         "eval": {"periodic_windows": 16},
@@ -125,7 +125,7 @@ class LMRun(TaskRun):
     """The config of ``aot train lm``: sections model, train, data and eval."""
 
     task: ClassVar[str] = "lm"
-    presets: ClassVar[dict[str, dict[str, Any]]] = LM_PRESETS
+    recipes: ClassVar[dict[str, dict[str, Any]]] = LM_RECIPES
     data: LMDataConfig
     eval: LMEvalConfig
 
@@ -263,12 +263,12 @@ class LMTask(Task[LMData]):
         description="Train a causal LM (AoT-MSSA, AoT-MHSA, GPT-2, CRATE, Llama blocks) on a text corpus with the "
         "shared trainer, then report val and test loss, perplexity and bits per byte beside the unigram and bigram "
         "baselines. Writes results.json, loss_curve.png, metrics.jsonl and checkpoint/ (safetensors + JSON) "
-        "into --out. The default (preset cpu-mssa) fetches Shakespeare if missing and trains the paper's model, "
+        "into --out. The default (recipe cpu-mssa) fetches Shakespeare if missing and trains the paper's model, "
         "AoT-MSSA, on a 2-core CPU; its recorded time and loss are in the README's main-job table. Under "
         "torchrun the global batch stays the same for any number of processes.",
         examples=(
             "aot train lm                                   # cpu-mssa: AoT-MSSA on Shakespeare bytes",
-            "aot train lm --preset cpu-quick                # AoT-MHSA, faster: a first look in two minutes",
+            "aot train lm --recipe cpu-quick                # AoT-MHSA, faster: a first look in two minutes",
             "aot train lm --model aot-mssa-l-cpu --tokenizer bpe-4096 --steps 2000",
             "aot train lm --data data/owt-gpt2 --config configs/paper/owt-aot-mssa-l-base.yaml  # aot data prepare",
             "aot train lm --set model.residual_scale=channel --set train.lr=3e-3",
@@ -276,9 +276,9 @@ class LMTask(Task[LMData]):
             "aot train lm --out runs/lm --force             # start over; the old run moves to runs/lm.old-1",
             "torchrun --nproc_per_node 2 -m aot.cli train lm --set train.strategy=ddp",
         ),
-        preset_notes=(
+        recipe_notes=(
             "cpu-mssa   the default: the paper's AoT-MSSA (learned W_O) at its best recorded CPU recipe, model",
-            "           preset aot-mssa-w-cpu (16 x 384, rotary, init std 0.05), context 256, 250 steps x 16",
+            "           preset aot-mssa-l-cpu-wide (16 x 384, rotary, init std 0.05), context 256, 250 steps x 16",
             "           (1M tokens), lr 3e-3 (benchmarks/lm: the lr sweep's winner over three seeds)",
             "cpu-quick  model preset aot-mhsa-l-cpu cut to 6 layers (AoT-MHSA 6 x 256; --dump-config shows",
             "           `preset: aot-mhsa-l-cpu` and `n_layer: 6`), Shakespeare bytes, context 128, 800 steps x 16",
@@ -287,7 +287,7 @@ class LMTask(Task[LMData]):
             "cpu-bench  the recipe of benchmarks/lm (context 256, batch 16, lr 1e-3)",
             "gpu-base   GPT-2 small scale (12 x 768) on GPT-2 BPE, torch.compile",
         ),
-        default_preset="cpu-mssa",
+        default_recipe="cpu-mssa",
         options=(
             TaskOption(
                 "--corpus",
@@ -482,3 +482,6 @@ def plot_loss_curve(out: Path, results: dict[str, Any]) -> Path:
         title=f"{model['block']} L={model['n_layer']} d={model['n_embd']} on {results['data']['tokenizer']}",
         reference_lines={f"{name} (val)": results["baselines"]["val"][name]["loss"] for name in ("unigram", "bigram")},
     )
+
+
+__getattr__ = renamed_attributes(__name__, {"LM_PRESETS": "LM_RECIPES"}, "training recipes")

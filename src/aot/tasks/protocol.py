@@ -3,7 +3,8 @@
 A task is a :class:`Task` subclass. It declares
 
 - its run config, a :class:`TaskRun` dataclass whose fields are the config's sections (``model`` and ``train``
-  for every task, plus its own: ``data``, ``eval``, ...), and its named training presets (``presets``);
+  for every task, plus its own: ``data``, ``eval``, ...), and its named training recipes (``recipes``; ``aot train
+  TASK --recipe NAME``; a model preset, ``model.preset``, is another thing: ``aot models``);
 - its command line as data (:class:`TaskCommand`: help, description, examples, the task's own options as
   :class:`TaskOption` — each option's value becomes config fields; no argparse here: :mod:`aot.cli.train`
   turns the data into a sub-command);
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 
 from aot.config import ModelConfig
-from aot.errors import ConfigError
+from aot.errors import ConfigError, renamed, warn_renamed
 from aot.layering import build_sections, layer
 from aot.models.base import AotModel
 from aot.tasks.metric import Metric
@@ -52,25 +53,35 @@ class TaskRun:
     task: ClassVar[str] = ""  # the model task (ModelConfig.task) this run trains: lm, image, icl
     #: what building the run decided that the user should hear (said once the run starts, or with --dump-config)
     notes: ClassVar[list[str]] = []
-    presets: ClassVar[dict[str, dict[str, Any]]] = {}  # the task's named training presets
+    recipes: ClassVar[dict[str, dict[str, Any]]] = {}  # the task's named training recipes
+    #: a renamed recipe's old name -> its new one (the old names work for one release, said once)
+    recipe_renames: ClassVar[dict[str, str]] = {}
     model: dict[str, Any]
     train: TrainConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A task of an older aot that names its recipes ``presets`` keeps working for one release."""
+        super().__init_subclass__(**kwargs)
+        if "presets" in vars(cls) and "recipes" not in vars(cls):
+            warn_renamed(f"{cls.__name__}.presets", "recipes", "training recipes", stacklevel=3)
+            cls.recipes = vars(cls)["presets"]
 
     @classmethod
     def build(
         cls: type[R],
-        preset: str,
+        recipe: str,
         config_file: str | None = None,
         flags: dict[str, Any] | None = None,
         sets: list[str] | None = None,
         model_preset: str | None = None,
     ) -> R:
-        """Preset < config file < flags < ``--set`` assignments (:func:`aot.layering.layer`), validated.
-        ``model_preset`` swaps the model for a preset as it is: the training preset's model overrides are dropped,
+        """Recipe < config file < flags < ``--set`` assignments (:func:`aot.layering.layer`), validated.
+        ``model_preset`` swaps the model for a preset as it is: the training recipe's model overrides are dropped,
         except its context / image size, and one line on stderr names what was dropped (never silently)."""
-        if preset not in cls.presets:
-            raise ConfigError(f"unknown {cls.task} preset {preset!r}; use one of {', '.join(cls.presets)}")
-        merged = dict(cls.presets[preset])
+        recipe = renamed(recipe, cls.recipe_renames, "training recipes", stacklevel=3)
+        if recipe not in cls.recipes:
+            raise ConfigError(f"unknown {cls.task} recipe {recipe!r}; use one of {', '.join(cls.recipes)}")
+        merged = dict(cls.recipes[recipe])
         notes = []
         if model_preset:
             recipe_model = merged.get("model", {})
@@ -80,7 +91,7 @@ class TaskRun:
                 settings = ", ".join(f"{k}={v}" for k, v in dropped.items())
                 again = " ".join(f"--set model.{k}={v}" for k, v in dropped.items())
                 notes.append(
-                    f"--model {model_preset} replaces preset {preset}'s model {recipe_model.get('preset')} and its "
+                    f"--model {model_preset} replaces recipe {recipe}'s model {recipe_model.get('preset')} and its "
                     f"settings {settings}; to keep them add {again}"
                 )
             merged = {**merged, "model": {"preset": model_preset, **kept}}
@@ -151,8 +162,8 @@ class TaskCommand:
     help: str
     description: str
     examples: tuple[str, ...]
-    preset_notes: tuple[str, ...]
-    default_preset: str
+    recipe_notes: tuple[str, ...]
+    default_recipe: str
     options: tuple[TaskOption, ...] = ()
 
 
@@ -183,24 +194,32 @@ class Task(Generic[D]):
     finite_result: ClassVar[tuple[str, str, str]] = ("train", "final_train_loss", "loss")
     #: what an lr sweep ranks this task's runs by (:mod:`aot.sweep`)
     metric: ClassVar[Metric]
-    #: the smallest run that goes through every path of the task (1 layer, 2 steps): its training preset and
+    #: the smallest run that goes through every path of the task (1 layer, 2 steps): its training recipe and
     #: ``--set`` assignments, which the test suite trains every task with (data a task needs from a file apart)
     smoke: ClassVar[tuple[str, tuple[str, ...]]]
 
     @property
+    def recipes(self) -> dict[str, dict[str, Any]]:
+        """The task's named training recipes (``aot train NAME --recipe RECIPE``)."""
+        return self.run_cls.recipes
+
+    @property
     def presets(self) -> dict[str, dict[str, Any]]:
-        return self.run_cls.presets
+        """The old name of :attr:`recipes` (one release)."""
+        warn_renamed("Task.presets", "Task.recipes", "training recipes")
+        return self.recipes
 
     def build_run(
         self,
-        preset: str,
+        recipe: str,
         config_file: str | None = None,
         flags: dict[str, Any] | None = None,
         sets: list[str] | None = None,
         model_preset: str | None = None,
     ) -> TaskRun:
-        """The run config: preset < config file < flags < ``--set``, validated (:meth:`TaskRun.build`)."""
-        return self.run_cls.build(preset, config_file, flags, sets, model_preset)
+        """The run config: recipe < config file < flags < ``--set``, validated (:meth:`TaskRun.build`); a
+        renamed recipe's old name still works for one release, said once."""
+        return self.run_cls.build(recipe, config_file, flags, sets, model_preset)
 
     def store_row(self, results: dict[str, Any]) -> dict[str, Any]:
         """The numbers a results-store row keeps of a finished run (its ``results.json``): size, budget, the

@@ -8,7 +8,7 @@ answers only (every other position's target is ignored); accuracy is the argmax 
 answer (per query), and the share of sequences whose every query is right (per sequence). Periodic evaluations and
 the lr a sweep picks use a fixed validation set; results.json reports a fixed test set beside it.
 
-The presets train 2-layer models (Zoology's setting): ``cpu-quick`` (AoT-MHSA learns 8 pairs in 64 tokens in under a
+The recipes train 2-layer models (Zoology's setting): ``cpu-quick`` (AoT-MHSA learns 8 pairs in 64 tokens in under a
 minute on one CPU thread; benchmarks/recall starts every run from it) and ``zoology`` (Zoology's Figure 2 at 64 tokens:
 V = 8192, 100k sequences x 64 epochs; a GPU job).
 """
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from aot.config import ModelConfig
 from aot.data.mqar import IGNORE, MQARBatches, MQARConfig, MQARSequences, held_out
+from aot.errors import renamed_attributes
 from aot.models import build_model
 from aot.models.base import AotModel
 from aot.tasks.figures import plot_training_curve
@@ -53,7 +54,7 @@ class RecallEvalConfig:
 # Zoology's attention: 2 layers, one head, learned positions. Init std 0.05 (docs/math.md, "The init scale and the
 # self-score"): at nanoGPT's 0.02 a 2 x 64 AoT-MHSA stayed at chance (1 / pairs) for thousands of steps in our trials.
 _TWO_LAYERS = {"n_layer": 2, "n_head": 1, "init_std": 0.05}
-RECALL_PRESETS: dict[str, dict[str, Any]] = {
+RECALL_RECIPES: dict[str, dict[str, Any]] = {
     "cpu-quick": {
         "model": {"preset": "aot-mhsa-l-cpu", **_TWO_LAYERS, "n_embd": 64},
         "data": {"vocab_size": 64, "seq_len": 64, "n_pairs": 8, "random_fill": False},
@@ -67,8 +68,8 @@ RECALL_PRESETS: dict[str, dict[str, Any]] = {
         "eval": {"val_sequences": 1000, "test_sequences": 3000},
     },
 }
-for _preset in RECALL_PRESETS.values():
-    _preset["train"] = {"precision": "fp32", "weight_decay": 0.1, "grad_clip": 1.0, **_preset["train"]}
+for _recipe in RECALL_RECIPES.values():
+    _recipe["train"] = {"precision": "fp32", "weight_decay": 0.1, "grad_clip": 1.0, **_recipe["train"]}
 
 
 #: the blocks the recall study compares (benchmarks/recall, the report's recall part): label -> the --set assignments
@@ -110,7 +111,7 @@ class RecallRun(TaskRun):
     (``aot models --task lm``)."""
 
     task: ClassVar[str] = "lm"
-    presets: ClassVar[dict[str, dict[str, Any]]] = RECALL_PRESETS
+    recipes: ClassVar[dict[str, dict[str, Any]]] = RECALL_RECIPES
     data: MQARConfig
     eval: RecallEvalConfig
 
@@ -200,11 +201,11 @@ class RecallTask(Task[HeldOut]):
             "aot train recall --model aot-mssa-l-cpu --set model.token_shift=channel   # MSSA with a token shift",
             "aot train recall --out runs/recall --resume    # continue an interrupted run exactly",
         ),
-        preset_notes=(
+        recipe_notes=(
             "cpu-quick  2 layers x 64, one head, init std 0.05, V = 64, 64 tokens, 8 pairs, 1000 steps x 64 (~40 s)",
             "zoology    Zoology's Figure 2 at T = 64: V = 8192, 4 pairs, 12.5k steps x 512, dropout 0.1 (a GPU job)",
         ),
-        default_preset="cpu-quick",
+        default_recipe="cpu-quick",
         options=(
             TaskOption("--pairs", "key-value pairs per sequence (data.n_pairs)", sets_field("data", "n_pairs"), int),
             TaskOption("--seq-len", "tokens per sequence (data.seq_len)", sets_field("data", "seq_len"), int),
@@ -302,3 +303,6 @@ class RecallTask(Task[HeldOut]):
 def chance_loss(cfg: MQARConfig) -> float:
     """The answers' cross-entropy of a model that knows only that answers are values: ln(V − ⌊V/2⌋)."""
     return math.log(cfg.vocab_size - cfg.vocab_size // 2)
+
+
+__getattr__ = renamed_attributes(__name__, {"RECALL_PRESETS": "RECALL_RECIPES"}, "training recipes")

@@ -4,7 +4,8 @@ top-1 / top-5 accuracy and loss on a held-out split during training and on the t
 A run is one config with the sections ``model`` (a model preset plus field overrides), ``train``
 (:class:`aot.train.TrainConfig`), ``data`` (the image set, the held-out split, augmentation), ``loss`` (label
 smoothing), ``eval`` and ``finetune`` (start from another run's weights with a new classifier). Named training
-presets (:data:`VISION_PRESETS`) fill it; ``--config``, flags and ``--set`` override it
+recipes (:data:`VISION_RECIPES`, named by their data and model: ``fashion-mssa``, ``imagenet-vit-s``, ...; ``aot
+train vision --recipe NAME``) fill it; ``--config``, flags and ``--set`` override it
 (:meth:`aot.tasks.TaskRun.build`); :func:`aot.tasks.run_task` runs it.
 """
 
@@ -23,7 +24,7 @@ from aot.config import ModelConfig
 from aot.data.image_stream import ModelInputs
 from aot.data.image_transforms import AUGMENTS
 from aot.data.images import DEFAULT_IMAGE_SET, IMAGE_SETS, ImageData, open_images
-from aot.errors import AotError, ConfigError
+from aot.errors import AotError, ConfigError, renamed_attributes
 from aot.loader import load_run
 from aot.models import build_model
 from aot.models.base import AotModel
@@ -192,25 +193,38 @@ def _paper(model: str) -> dict[str, Any]:
     }
 
 
-# Named training presets. The CPU ones train the ~0.8M-parameter models of aot.models.presets on Fashion-MNIST
-# for one epoch (430 steps of 128 of the 55,000 training images); the paper's sizes need ImageNet (--data DIR: its
-# train/ + val/ folders, or their tar shards from `aot data pack-images`); configs/paper/imagenet-*.yaml spell them out.
-VISION_PRESETS: dict[str, dict[str, Any]] = {
-    "aot-mssa": _fashion({"preset": "aot-mssa-v-cpu"}),
-    "aot-mhsa": _fashion({"preset": "aot-mhsa-v-cpu"}),
-    "transformer": _fashion({"preset": "vit-cpu"}),
-    "crate": _fashion({"preset": "crate-v-cpu"}),
+# Named training recipes, named by data set and model (fashion-*, digits-*, imagenet-*). The CPU ones train the
+# ~0.8M-parameter models of aot.models.presets on Fashion-MNIST for one epoch (430 steps of 128 of the 55,000
+# training images); the paper's sizes need ImageNet (--data DIR: its train/ + val/ folders, or their tar shards from
+# `aot data pack-images`); configs/paper/imagenet-*.yaml spell them out.
+VISION_RECIPES: dict[str, dict[str, Any]] = {
+    "fashion-mssa": _fashion({"preset": "aot-mssa-v-cpu"}),
+    "fashion-mhsa": _fashion({"preset": "aot-mhsa-v-cpu"}),
+    "fashion-vit": _fashion({"preset": "vit-cpu"}),
+    "fashion-crate": _fashion({"preset": "crate-v-cpu"}),
     "digits-quick": {
         "model": {"preset": "aot-mssa-v-cpu", "image_size": 8, "patch_size": 2, "n_layer": 4, "n_embd": 128},
         "data": {"dataset": "digits", "val_size": 0.1, "padding": 0},
         "train": {**_RECIPE, "steps": 150, "batch_size": 64, "lr": 2e-3, "warmup_steps": 15, "eval_every": 50},
         "eval": {"periodic_images": None},
     },
-    "aot-mssa-s": _paper("aot-mssa-v-s"),
-    "aot-mhsa-s": _paper("aot-mhsa-v-s"),
-    "vit-s": _paper("vit-s"),
-    "crate-s": _paper("crate-v-s"),
-    "crate-b": _paper("crate-v-b"),
+    "imagenet-mssa-s": _paper("aot-mssa-v-s"),
+    "imagenet-mhsa-s": _paper("aot-mhsa-v-s"),
+    "imagenet-vit-s": _paper("vit-s"),
+    "imagenet-crate-s": _paper("crate-v-s"),
+    "imagenet-crate-b": _paper("crate-v-b"),
+}
+#: the vision recipes' old names, which were block and model names (the old names go in the next release)
+VISION_RECIPE_RENAMES: dict[str, str] = {
+    "aot-mssa": "fashion-mssa",
+    "aot-mhsa": "fashion-mhsa",
+    "transformer": "fashion-vit",
+    "crate": "fashion-crate",
+    "aot-mssa-s": "imagenet-mssa-s",
+    "aot-mhsa-s": "imagenet-mhsa-s",
+    "vit-s": "imagenet-vit-s",
+    "crate-s": "imagenet-crate-s",
+    "crate-b": "imagenet-crate-b",
 }
 
 
@@ -219,7 +233,8 @@ class VisionRun(TaskRun):
     """The config of ``aot train vision``: sections model, train, data, loss, eval and finetune."""
 
     task: ClassVar[str] = "image"
-    presets: ClassVar[dict[str, dict[str, Any]]] = VISION_PRESETS
+    recipes: ClassVar[dict[str, dict[str, Any]]] = VISION_RECIPES
+    recipe_renames: ClassVar[dict[str, str]] = VISION_RECIPE_RENAMES
     data: VisionDataConfig
     loss: VisionLossConfig
     eval: VisionEvalConfig
@@ -306,8 +321,8 @@ class VisionTask(Task[VisionData]):
         "skipped, counted and replaced by the next one.",
         examples=(
             "aot train vision                                # AoT-MSSA-V on Fashion-MNIST, 1 epoch",
-            "aot train vision --preset transformer --seed 1  # the ViT baseline",
-            "aot train vision --preset digits-quick          # seconds, scikit-learn digits",
+            "aot train vision --recipe fashion-vit --seed 1  # the ViT baseline",
+            "aot train vision --recipe digits-quick          # seconds, scikit-learn digits",
             "aot train vision --data mnist --out runs/mnist",
             "aot train vision --data mnist --init-from runs/vision --out runs/ft   # new classifier",
             "aot train vision --set train.optimizer=lion --set train.lr=2e-4",
@@ -317,15 +332,18 @@ class VisionTask(Task[VisionData]):
             "torchrun --nproc_per_node 8 -m aot.cli train vision --config configs/paper/imagenet-aot-mssa-v-s.yaml \\",
             "    --data /data/imagenet-shards --out runs/in1k-aot-mssa --resume auto",
         ),
-        preset_notes=(
-            "aot-mssa, aot-mhsa, transformer, crate   ~0.8M parameters each (aot models), Fashion-MNIST 28x28",
-            "                                         patch 7, 1 epoch (430 x 128), AdamW 1e-3, fp32",
-            "digits-quick                             scikit-learn 8x8 digits, 150 steps, > 80% in seconds",
-            "aot-mssa-s, aot-mhsa-s, vit-s, crate-s   the paper's ImageNet-1K runs (224, patch 16): Lion 2e-4,",
-            "  (and crate-b)                          batch 512, 200 epochs, RandAugment, mixup / CutMix; need",
-            "                                         --data IMAGENET (train/ + val/ class folders, or tar shards)",
+        recipe_notes=(
+            "fashion-mssa, fashion-mhsa, fashion-vit, fashion-crate   ~0.8M parameters each (aot models),",
+            "                            Fashion-MNIST 28x28, patch 7, 1 epoch (430 x 128), AdamW 1e-3, fp32",
+            "digits-quick                scikit-learn 8x8 digits, 150 steps, > 80% in seconds",
+            "imagenet-mssa-s, imagenet-mhsa-s, imagenet-vit-s, imagenet-crate-s, imagenet-crate-b   the paper's",
+            "                            ImageNet-1K runs (224, patch 16): Lion 2e-4, batch 512, 200 epochs,",
+            "                            RandAugment, mixup / CutMix; need --data IMAGENET (train/ + val/ class",
+            "                            folders, or tar shards)",
+            "(renamed: aot-mssa, aot-mhsa, transformer, crate, aot-mssa-s, aot-mhsa-s, vit-s, crate-s, crate-b",
+            " still work for one release)",
         ),
-        default_preset="aot-mssa",
+        default_recipe="fashion-mssa",
         options=(
             TaskOption(
                 "--data",
@@ -360,7 +378,7 @@ class VisionTask(Task[VisionData]):
         fine-tuning, is checked as it is loaded)."""
         if not run.data.dataset:
             raise AotError(
-                "this preset needs an image set: pass --data DIR (ImageNet's train/ + val/ class folders, class "
+                "this recipe needs an image set: pass --data DIR (ImageNet's train/ + val/ class folders, class "
                 "folders, or tar shards from `aot data pack-images`) or hf:NAME"
             )
         if not run.finetune.init_from:
@@ -512,3 +530,6 @@ def plot_confusion(out: Path, results: dict[str, Any], filename: str = "confusio
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+__getattr__ = renamed_attributes(__name__, {"VISION_PRESETS": "VISION_RECIPES"}, "training recipes")

@@ -4,7 +4,7 @@ held-out prompts beside least squares, averaging, 3-nearest neighbours and the z
 a table of the error at k = 2, d and 2d in-context examples.
 
 CPU presets: d = 5 (11 points per prompt) with Garg's curriculum scaled down (``quick``: width 64, 1000 steps;
-``full``: the ``cpu-quick`` training preset, width 128, 2000 steps, and causal linear attention too); ``paper`` is
+``full``: the ``cpu-quick`` training recipe, width 128, 2000 steps, and causal linear attention too); ``paper`` is
 Garg's recipe (d = 20, 41 points, 500k steps) and adds Mamba.
 """
 
@@ -34,8 +34,8 @@ TRAIN: dict[str, list[str]] = {
     # benchmarks/icl's recipe: ~0.10M parameters each at width 64, the curriculum every 100 steps
     "quick": ["--steps", "1000", "--set", "model.n_embd=64", "--set", "data.curriculum_interval=100",
               "--set", "train.eval_every=250"],
-    "full": ["--preset", "cpu-quick", "--set", "train.checkpoint_every=500"],  # width 128, 2000 steps
-    "paper": ["--preset", "garg"],
+    "full": ["--recipe", "cpu-quick", "--set", "train.checkpoint_every=500"],  # width 128, 2000 steps
+    "paper": ["--recipe", "garg"],
 }  # fmt: skip
 PROMPTS = {"tiny": 64, "quick": 1000, "full": 1000, "paper": 1000}
 

@@ -114,7 +114,7 @@ def _paper_steps(ctx: Context) -> tuple[list[Step], list[str]]:
     per_gpu = 12
     accumulation = max(1, round(LM_RECIPE["tokens_per_step"] / (per_gpu * 1024 * gpus)))
     train = [
-        "--preset", "gpu-base", "--data", shards,
+        "--recipe", "gpu-base", "--data", shards,
         "--steps", str(LM_RECIPE["steps"]), "--batch-size", str(per_gpu * gpus * accumulation),
         "--lr", str(LM_RECIPE["lr"]), "--set", f"train.micro_batch_size={per_gpu}",
         "--set", f"train.warmup_steps={LM_RECIPE['warmup_steps']}", "--set", "train.min_lr_ratio=0.1",
@@ -142,7 +142,7 @@ def plan(ctx: Context) -> Plan:
     lrs, missing = cpu_lrs(ctx)
     steps = []
     for name, (preset, overrides) in CPU_MODELS[ctx.preset].items():
-        argv = ["train", "lm", "--preset", "cpu-bench", "--model", preset, "--corpus", corpus, "--tokenizer", "bytes"]
+        argv = ["train", "lm", "--recipe", "cpu-bench", "--model", preset, "--corpus", corpus, "--tokenizer", "bytes"]
         for k, v in overrides.items():
             argv += ["--set", f"model.{k}={v}"]
         argv += ["--set", f"model.position={CPU_POSITION}", *(["--lr", f"{lrs[preset]:g}"] if preset in lrs else [])]

@@ -92,7 +92,7 @@ def plan(ctx: Context) -> Plan:
     for block, width, seq_len, pairs in grid.points():
         sets = [*study_sets(block, width, seq_len, pairs, grid.vocab), f"train.steps={grid.steps}"]
         sets += [f"train.lr={grid.lrs[0]:g}", *grid.extra, "train.progress=false"]
-        argv = ["train", "recall", "--preset", "cpu-quick", *(a for s in sets for a in ("--set", s))]
+        argv = ["train", "recall", "--recipe", "cpu-quick", *(a for s in sets for a in ("--set", s))]
         steps.append(
             Step(f"{slug(block)}-w{width}-t{seq_len}-p{pairs}", argv, resumable=ctx.preset in ("full", "paper"))
         )

@@ -2,9 +2,10 @@
 their test top-1 beside the paper's ImageNet-1K table, and the class token's attention maps of the AoT-MSSA-V model
 drawn with ``aot viz attention`` (the paper's attention-map figure).
 
-CPU presets train the ~0.8M-parameter training presets on Fashion-MNIST (Debian ``dataset-fashion-mnist``;
-``--data images=SPEC`` picks another set: mnist, digits, a class folder, hf:NAME); ``tiny`` uses scikit-learn's
-8×8 digits so that tests run in seconds. ``paper`` is the paper-size presets on an ImageNet folder under torchrun.
+The CPU scales train the ~0.8M-parameter training recipes (``fashion-*``) on Fashion-MNIST (Debian
+``dataset-fashion-mnist``; ``--data images=SPEC`` picks another set: mnist, digits, a class folder, hf:NAME);
+``tiny`` uses scikit-learn's 8×8 digits so that tests run in seconds. ``paper`` is the paper-size recipes
+(``imagenet-*``) on an ImageNet folder under torchrun.
 """
 
 from __future__ import annotations
@@ -27,23 +28,23 @@ from aot.report.part import (
     read_step_results,
 )
 
-# (the paper's name, our CPU training preset, the paper-size training preset); the paper has no CRATE number
+# (the paper's name, our CPU training recipe, the paper-size training recipe); the paper has no CRATE number
 MODELS: tuple[tuple[str, str, str], ...] = (
-    ("AoT-MSSA-V", "aot-mssa", "aot-mssa-s"),
-    ("AoT-MHSA-V", "aot-mhsa", "aot-mhsa-s"),
-    ("ViT-S", "transformer", "vit-s"),
-    ("CRATE", "crate", "crate-s"),
+    ("AoT-MSSA-V", "fashion-mssa", "imagenet-mssa-s"),
+    ("AoT-MHSA-V", "fashion-mhsa", "imagenet-mhsa-s"),
+    ("ViT-S", "fashion-vit", "imagenet-vit-s"),
+    ("CRATE", "fashion-crate", "imagenet-crate-s"),
 )
 TINY_MODELS = ("AoT-MSSA-V", "ViT-S")
 ATTENTION_MODEL = "AoT-MSSA-V"  # the model whose attention maps are drawn
-# the sizes of scikit-learn's 8x8 digits (as the digits-quick training preset)
+# the sizes of scikit-learn's 8x8 digits (as the digits-quick training recipe)
 DIGITS = ["--set", "data.val_size=0.1", "--set", "data.padding=0", "--set", "model.image_size=8",
           "--set", "model.patch_size=2", "--set", "eval.periodic_images=null"]  # fmt: skip
 TRAIN: dict[str, list[str]] = {
     "tiny": ["--steps", "4", "--batch-size", "32", "--set", "model.n_layer=1", "--set", "model.n_embd=32",
              "--set", "train.eval_every=2"],
     "quick": ["--steps", "150"],  # 0.35 epochs of Fashion-MNIST (the ablations of benchmarks/vision)
-    "full": [],  # the training presets: one epoch of Fashion-MNIST, as benchmarks/vision
+    "full": [],  # the training recipes: one epoch of Fashion-MNIST, as benchmarks/vision
 }  # fmt: skip
 IMAGES = {"tiny": 3, "quick": 6, "full": 6, "paper": 6}
 
@@ -62,7 +63,7 @@ def plan(ctx: Context) -> Plan:
         gpus = ctx.cuda_devices or 8
         images = ctx.data.get("imagenet", "IMAGENET_DIR")
         launcher = ["torchrun", f"--nproc_per_node={gpus}"]
-        steps = [Step(_slug(name), ["train", "vision", "--preset", big, "--data", images], launcher, True)
+        steps = [Step(_slug(name), ["train", "vision", "--recipe", big, "--data", images], launcher, True)
                  for name, _, big in MODELS]  # fmt: skip
         if not ctx.cuda_devices:
             missing.append("no CUDA GPU here: the paper's vision models (15M-22M, 200 epochs of ImageNet) need GPUs")
@@ -76,8 +77,8 @@ def plan(ctx: Context) -> Plan:
         image_set = _image_set(ctx)
         models = [m for m in MODELS if ctx.preset != "tiny" or m[0] in TINY_MODELS]
         extra = [*TRAIN[ctx.preset], *(DIGITS if image_set == "digits" else []), "--set", "train.progress=false"]
-        steps = [Step(_slug(name), ["train", "vision", "--preset", preset, "--data", image_set, *extra],
-                      resumable=ctx.preset == "full") for name, preset, _ in models]  # fmt: skip
+        steps = [Step(_slug(name), ["train", "vision", "--recipe", recipe, "--data", image_set, *extra],
+                      resumable=ctx.preset == "full") for name, recipe, _ in models]  # fmt: skip
         if image_set == "fashion-mnist" and not fashion_mnist_installed():
             missing.append(
                 f"Fashion-MNIST is not installed: run `{FASHION_MNIST_INSTALL}` "

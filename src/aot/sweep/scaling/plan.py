@@ -49,7 +49,7 @@ from aot.sweep.scaling.study_file import (
     read_seed,
     read_sets,
 )
-from aot.sweep.spec import SweepSpec
+from aot.sweep.spec import SweepSpec, renamed_fields
 from aot.sweep.store import STORE_FILE
 from aot.sweep.training import build_run, finished_results
 from aot.tasks import TaskRun, get_task
@@ -76,14 +76,15 @@ class ModelFacts(NamedTuple):
 
 
 @functools.cache
-def model_facts(preset: str, model: str, sets: tuple[str, ...], data: tuple[tuple[str, str], ...]) -> ModelFacts:
-    """:class:`ModelFacts` of the lm run ``preset`` with ``model`` and ``sets`` on ``data`` (its fields), the model
-    built on the meta device (no memory); cached, since the lr rule asks for every size on each plan."""
+def model_facts(recipe: str, model: str, sets: tuple[str, ...], data: tuple[tuple[str, str], ...]) -> ModelFacts:
+    """:class:`ModelFacts` of the lm run of training recipe ``recipe`` with ``model`` and ``sets`` on ``data`` (its
+    fields), the model built on the meta device (no memory); cached, since the lr rule asks for every size on each
+    plan."""
     import torch
 
     from aot.models import build_model
 
-    run = build_run(TASK, preset, list(sets), model, flags={"data": dict(data)} if data else None)
+    run = build_run(TASK, recipe, list(sets), model, flags={"data": dict(data)} if data else None)
     config, _ = get_task(TASK).planned_model(run)  # the data's vocabulary, known before any data is read
     with torch.device("meta"):
         params = int(build_model(config).num_params(non_embedding=True))
@@ -91,7 +92,7 @@ def model_facts(preset: str, model: str, sets: tuple[str, ...], data: tuple[tupl
     return ModelFacts(config, params, int(run.train.batch_size), flops)
 
 
-TOP_REQUIRED = ("kind", "runs", "preset", "data", "families", "budgets", "lr", "seeds")
+TOP_REQUIRED = ("kind", "runs", "recipe", "data", "families", "budgets", "lr", "seeds")
 TOP_OPTIONAL = ("title", "sets", "head_dim", "schedule", "cosine", "remedy", "order", "device", "launcher")
 
 
@@ -102,7 +103,7 @@ class ScalingStudy:
 
     source: str
     runs: str
-    preset: str
+    recipe: str  # the lm training recipe every run starts from (``recipe:``; was ``preset:``)
     data: tuple[tuple[str, str], ...]
     families: tuple[Family, ...]
     budgets: Budgets
@@ -141,6 +142,8 @@ class ScalingStudy:
         """The study of a sweep file's mapping (``source``: its name, for errors); a one-line ConfigError naming
         the field for an unknown or missing field, a bad value or an unknown model preset."""
         f = Fields(source)
+        if isinstance(data, Mapping):
+            data = renamed_fields(data, source)
         top = f.mapping(data, "the study", TOP_REQUIRED, TOP_OPTIONAL)
         if top["kind"] != STUDY_KIND:
             raise f.error("kind", f"must be {STUDY_KIND!r} for a scaling study, not {top['kind']!r}")
@@ -161,7 +164,7 @@ class ScalingStudy:
         study = cls(
             source=source,
             runs=f.text(top["runs"], "runs"),
-            preset=f.text(top["preset"], "preset"),
+            recipe=f.text(top["recipe"], "recipe"),
             data=data_fields,
             families=families,
             budgets=every,
@@ -278,7 +281,7 @@ class ScalingStudy:
     def spec(self) -> SweepSpec:
         """How the store's rows are read: a config is (kind, family, width, steps, token shift); ``kind: scaling``
         tells :func:`aot.sweep.scaling.runs.read_scaling_runs` to read every run (the lr is a rule's)."""
-        return SweepSpec(TASK, self.preset, GROUP, "val_loss", extra={"kind": STUDY_KIND, "runs": self.runs})
+        return SweepSpec(TASK, self.recipe, GROUP, "val_loss", extra={"kind": STUDY_KIND, "runs": self.runs})
 
     def markdown(self, store: dict[str, Any]) -> str:
         """A line per recorded run of the plan, in its order: kind, folder, tokens, lr, val loss ± SE."""
@@ -296,7 +299,7 @@ class ScalingStudy:
     def facts(self, family: Family, size: int) -> ModelFacts:
         """:class:`ModelFacts` of ``family`` at ``size`` with the study's recipe (its batch, its context)."""
         sets = (*self.shape_sets(family, size), *self.model_sets, *self.recipe_sets)
-        return model_facts(self.preset, family.model, sets, self.data)
+        return model_facts(self.recipe, family.model, sets, self.data)
 
     def shape_sets(self, family: Family, size: int) -> list[str]:
         """The ``--set`` of a size's shape: depth, width, heads (none for a family of the preset's own shape)."""
@@ -460,10 +463,10 @@ class ScalingStudy:
     # -- the command line and the row --------------------------------------------------------------------------
 
     def base_argv(self, family: Family) -> list[str]:
-        """``aot train lm`` of ``family``'s model on the study's preset and data."""
+        """``aot train lm`` of ``family``'s model on the study's recipe and data."""
         flags = {"corpus": "--corpus", "shards": "--data", "tokenizer": "--tokenizer"}
         data = [a for name, value in self.data for a in (flags[name], value)]
-        return ["train", TASK, "--preset", self.preset, "--model", family.model, *data, "--resume", "auto"]
+        return ["train", TASK, "--recipe", self.recipe, "--model", family.model, *data, "--resume", "auto"]
 
     def device_argv(self) -> list[str]:
         return ["--device", self.device] if self.device else []
@@ -582,7 +585,7 @@ class ScalingTrial:
         """Its run config; a branch's is its parent's with ``train.steps`` of its budget (and nothing kept), which is
         the config of the same run from scratch."""
         data = dict(self.study.data)
-        return build_run(TASK, self.study.preset, self.sets(), self.study.family(self.family).model,
+        return build_run(TASK, self.study.recipe, self.sets(), self.study.family(self.family).model,
                          flags={"data": data} if data else None)  # fmt: skip
 
     def argv(self, runs: Path) -> list[str]:
