@@ -1,8 +1,9 @@
 """Block specs: a block type is one ``BlockSpec``, and registering it is all it takes.
 
 A throwaway block (tests/nn/throwaway_block.py: attention-only, MSSA without a norm inside, under a made-up name,
-with its own option and FLOPs count) is registered for these tests and removed after them; the config, ``aot bench``, the trainer's FLOPs per sample
-and ``aot analyze`` all read its spec. The built-in specs are checked against what the code does.
+with its own option and FLOPs count) is registered for these tests and removed after them; the config, ``aot
+bench``, the trainer's FLOPs per sample and ``aot analyze`` all read its spec. The built-in specs are checked
+against what the code does.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
-
 from throwaway_block import CALLS, LABEL, NAME, SPEC
 
 from aot.blockspec import BlockSpec, block_spec, block_types, register_block, unregister_block

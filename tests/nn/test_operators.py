@@ -195,7 +195,10 @@ def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        (dict(block="aot-mssa", ista_expand=4), "ista_expand=4 is an option of block 'crate'; block='aot-mssa' has none"),
+        (
+            dict(block="aot-mssa", ista_expand=4),
+            "ista_expand=4 is an option of block 'crate'; block='aot-mssa' has none",
+        ),
         (dict(block="crate", ista_expand=4, ista_residual=True), "drop ista_residual"),
         (dict(block="crate", ista_expand=0), "ista_expand"),
     ],
