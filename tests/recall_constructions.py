@@ -34,9 +34,9 @@ def plain(block: str, **fields: object) -> ModelConfig:
     """A one-layer LM config of the instances' vocabulary and length without norms, biases or score scaling."""
     base = dict(
         block=block, n_layer=1, n_head=1, vocab_size=V, block_size=T, norm="none", final_norm=False, bias=False,
-        attn_scale=False, task="lm",
+        score_scale=False, task="lm",
     )  # fmt: skip
-    return ModelConfig(**{**base, **fields})
+    return ModelConfig.from_dict({**base, **fields})
 
 
 def induction_mhsa() -> torch.nn.Module:

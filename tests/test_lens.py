@@ -13,7 +13,7 @@ from aot.models import build_model, preset_config
 CASES = [
     ("aot-mssa-l-cpu", {}),  # learned W_O, learned positions
     ("aot-mssa-tied-l-cpu", {"position": "rope"}),  # the paper's operator, rotary
-    ("aot-mssa-tied-l-cpu", {"attn_scale": False, "residual_scale": "scalar", "residual_scale_init": 0.5}),
+    ("aot-mssa-tied-l-cpu", {"score_scale": False, "residual_scale": "scalar", "residual_scale_init": 0.5}),
     ("aot-mssa-l-cpu", {"head_dim": 8, "norm": "none", "position": "none"}),  # K·p != d, no norm, no positions
     ("aot-mhsa-l-cpu", {"position": "rope", "residual_scale": "channel", "residual_scale_init": 0.3}),
     ("gpt2-cpu", {}),  # GELU MLP (GPT-2's tanh)

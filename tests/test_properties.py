@@ -16,6 +16,7 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from aot.blockspec import block_specs  # noqa: E402
 from aot.config import ModelConfig  # noqa: E402
 from aot.errors import AotError  # noqa: E402
 from aot.models import build_model, preset_config  # noqa: E402
@@ -63,18 +64,20 @@ def test_random_train_sections_are_accepted_checked_or_one_line(fields):
     assert 0 <= cfg.seed < 2**63 and cfg.lr > 0 and 0 <= cfg.beta1 < 1 and 0 <= cfg.beta2 < 1
 
 
-MODEL_FIELDS = [f for f in ModelConfig.__dataclass_fields__ if f not in ("task",)]
+OPTION_FIELDS = sorted({name for spec in block_specs() for name in spec.options.field_names()})
+MODEL_FIELDS = [f for f in ModelConfig.__dataclass_fields__ if f not in ("task",)] + OPTION_FIELDS + ["attn_scale"]
 
 
 @FAST
 @given(st.dictionaries(st.sampled_from([*MODEL_FIELDS, "layers"]), VALUES, max_size=4))
 def test_random_model_sections_are_accepted_checked_or_one_line(fields):
     try:
-        cfg = ModelConfig.from_dict({"n_layer": 1, "n_embd": 8, "n_head": 2, **fields})
+        cfg = ModelConfig.from_dict({"n_layer": 1, "n_embd": 8, "n_head": 2, **fields}, saved=True)
     except Exception as exc:
         _one_line(exc)
         return
     _check_limits(cfg, "model")
+    _check_limits(cfg.options, "model")  # the block's own fields, flat in the section, within their limits
 
 
 SET_KEYS = st.sampled_from(

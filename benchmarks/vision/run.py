@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from aot.blockspec import block_specs
 from aot.config import ModelConfig
 from aot.run_folder import write_text_atomic
 from aot.runinfo import replace_marked_block
@@ -126,10 +127,27 @@ RECORDED_MODEL_FIELDS = frozenset(
 )
 
 
+# What ModelConfig.to_dict wrote when the first rows were recorded and writes no more: every block's options (now
+# written only for their block) and attn_scale (now score_scale). The key is computed on that form, so recorded runs
+# keep their keys.
+RECORDED_OPTION_DEFAULTS = {
+    "ista_lambda": 0.1,
+    "ista_step": 0.1,
+    "linear_attn_normalize": True,
+    "mamba_d_conv": 4,
+    "mamba_d_state": 16,
+    "mamba_expand": 2,
+}
+RECORDED_NAMES = {"score_scale": "attn_scale"}
+
+
 def model_identity(model: dict) -> dict:
     """The resolved model as it enters a run's key: every recorded field, and later fields that are not at their
-    default."""
+    default, in the form the first rows were recorded in."""
+    model = {RECORDED_NAMES.get(k, k): v for k, v in model.items()}
+    model = {**RECORDED_OPTION_DEFAULTS, **model}
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    defaults.update({k: v for spec in block_specs() for k, v in spec.options.defaults().items()})
     return {k: v for k, v in model.items() if k in RECORDED_MODEL_FIELDS or v != defaults.get(k)}
 
 

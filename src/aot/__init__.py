@@ -47,6 +47,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
+        if name == "ModelConfig":
+            importlib.import_module("aot.nn")  # registers the built-in blocks a config is checked against
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

@@ -11,6 +11,13 @@ it keeps a fixed-size state instead of a KV cache (``recurrent``), whether it ha
 rules, ``build_model`` builds it, and ``aot bench``, the trainer's MFU and ``aot analyze`` use its facts. The
 built-in blocks are registered by :mod:`aot.nn.specs` (``import aot`` imports it).
 
+A block's own hyperparameters (CRATE's ISTA step, Mamba's state size, MSSA's token shift) are its
+:class:`BlockOptions`: a small dataclass the spec names (``options=``), as torchtitan gives each model its own
+config. ``ModelConfig`` holds the shared backbone fields and ``options``, the block's instance; config files,
+``--set model.NAME=...`` and ``config.json`` keep writing the options flat beside the shared fields (``ista_step:
+0.2``), and ``cfg.NAME`` reads one. So a block with its own hyperparameters is two files: its module, and its spec
+with its options (tests/nn/throwaway_block.py is one).
+
 This module sits below both :mod:`aot.config` (which validates ``ModelConfig.block`` through it) and
 :mod:`aot.nn` (which registers the built-in specs); it imports neither, so a config is typed ``Any`` here.
 """
@@ -20,15 +27,69 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from torch import nn
 
 from aot.errors import ConfigError
+from aot.validation import Limit, from_dict
 
 #: a ModelConfig (typed loosely: this module is imported by aot.config)
 Config = Any
 ModuleFactory = Callable[[Config], nn.Module]
+O = TypeVar("O", bound="BlockOptions")
+
+
+@dataclass
+class BlockOptions:
+    """A block's own config fields: subclass it as a dataclass whose fields all have defaults, and name it in the
+    block's spec (``BlockSpec(options=...)``). Types come from the hints and are checked as every config field is
+    (:func:`aot.validation.check_fields`); ``LIMITS`` gives ranges and choices (:class:`aot.validation.Limit`);
+    :meth:`check` any rule between fields. ``ADDED_LATER``: fields added after runs were recorded, left out of
+    ``to_dict`` at these defaults so that those runs' config and resume fingerprint stay what they were.
+
+    In files the fields sit flat in the model section (``model: {block: crate, ista_step: 0.2}``); in Python
+    ``cfg.options`` is the instance and ``cfg.ista_step`` reads the field."""
+
+    LIMITS: ClassVar[dict[str, Limit]] = {}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {}
+
+    def check(self, cfg: Config) -> None:
+        """Rules between this block's fields, or with the shared ones (``cfg``): one-line :class:`ConfigError`."""
+
+    @classmethod
+    def of(cls: type[O], cfg: Config) -> O:
+        """``cfg.options``, typed as this class (a :class:`TypeError` for a config of another block)."""
+        options = cfg.options
+        if not isinstance(options, cls):
+            raise TypeError(f"block={cfg.block!r} has {type(options).__name__}, not {cls.__name__}")
+        return options
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {f.name: f.default for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_dict(cls: type[O], data: dict[str, Any]) -> O:
+        """Every field checked; an unknown key is a one-line error (:func:`aot.validation.from_dict`)."""
+        return from_dict(cls, data, "model")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, less those of :attr:`ADDED_LATER` at their defaults."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in self.ADDED_LATER or getattr(self, f.name) != self.ADDED_LATER[f.name]
+        }
+
+
+@dataclass
+class NoOptions(BlockOptions):
+    """The options of a block that has none of its own."""
 
 
 @dataclass(frozen=True)
@@ -39,11 +100,10 @@ class BlockSpec:
     ``mixer(cfg)`` its token mixer (MSSA, MHSA, linear attention, Mamba's S6); ``feedforward(cfg)`` what
     follows it (GELU MLP, SwiGLU, ISTA), or ``None``.
 
-    Config: ``defaults`` are the values of config fields the config leaves unset (``None``), e.g. Llama's
+    Config: ``options`` is the block's own config fields (a :class:`BlockOptions` dataclass; none by default);
+    ``defaults`` are the values of shared config fields the config leaves unset (``None``), e.g. Llama's
     ``norm='rmsnorm'``; ``heads_span_width``: the mixer splits d into the heads (n_head·head_dim = n_embd);
-    ``own_fields``: config fields only this block reads, each with the one-line error (``{value}``,
-    ``{block}``) for a block that is given one away from its default; ``check(cfg)``: any other rule, raising
-    :class:`ConfigError`.
+    ``check(cfg)``: any other rule on the shared fields, raising :class:`ConfigError`.
 
     FLOPs (forward, per token and layer; every matrix product at 2·m·n·k, what ``torch.utils.flop_counter``
     counts): ``dense_flops(cfg)`` of the linear layers, ``attention_flops(cfg, n_keys)`` of the T×T attention
@@ -55,9 +115,9 @@ class BlockSpec:
     block: Callable[..., nn.Module]
     mixer: ModuleFactory
     feedforward: ModuleFactory | None = None
+    options: type[BlockOptions] = NoOptions
     defaults: Mapping[str, Any] = field(default_factory=dict)
     heads_span_width: bool = False
-    own_fields: Mapping[str, str] = field(default_factory=dict)
     check: Callable[[Config], None] | None = None
     dense_flops: Callable[[Config], float] | None = None
     attention_flops: Callable[[Config, float], float] | None = None
@@ -98,11 +158,7 @@ class BlockSpec:
             raise ConfigError(
                 f"position='rope' rotates attention scores; block={self.name!r} has none, use position='learned'"
             )
-        defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
-        for spec in _REGISTRY.values():
-            for name, message in spec.own_fields.items():
-                if name not in self.own_fields and getattr(cfg, name) != defaults[name]:
-                    raise ConfigError(message.format(value=getattr(cfg, name), block=self.name))
+        cfg.options.check(cfg)
         if self.check is not None:
             self.check(cfg)
 
@@ -110,10 +166,34 @@ class BlockSpec:
 _REGISTRY: dict[str, BlockSpec] = {}
 
 
+#: the config fields every block shares (``ModelConfig``'s own), which no block's options may reuse; set by
+#: :mod:`aot.config`
+SHARED_FIELDS: set[str] = set()
+
+
 def register_block(spec: BlockSpec) -> BlockSpec:
-    """Register ``spec`` under ``spec.name`` (replacing one of that name); returns it."""
+    """Register ``spec`` under ``spec.name`` (replacing one of that name); returns it. An option named like a
+    shared config field, or like another block's option with another default, is a :class:`ConfigError`: in files
+    the options sit flat beside the shared fields, so one name must mean one thing."""
+    if not (isinstance(spec.options, type) and issubclass(spec.options, BlockOptions)):
+        raise ConfigError(f"block {spec.name!r}: options must be a BlockOptions dataclass, got {spec.options!r}")
+    for name, default in spec.options.defaults().items():
+        if name in SHARED_FIELDS or name == "options":
+            raise ConfigError(f"block {spec.name!r}: option {name!r} is a shared model field; give it another name")
+        for other in _REGISTRY.values():
+            theirs = other.options.defaults()
+            if other.name != spec.name and name in theirs and theirs[name] != default:
+                raise ConfigError(
+                    f"block {spec.name!r}: option {name!r} is also block {other.name!r}'s, with default "
+                    f"{theirs[name]!r} (here {default!r}); give it another name"
+                )
     _REGISTRY[spec.name] = spec
     return spec
+
+
+def option_owners(name: str) -> list[BlockSpec]:
+    """The registered blocks with an option called ``name``."""
+    return [spec for spec in _REGISTRY.values() if name in spec.options.field_names()]
 
 
 def unregister_block(name: str) -> None:
@@ -139,6 +219,8 @@ def find_block(name: str) -> BlockSpec | None:
 def block_spec(name: str) -> BlockSpec:
     """The spec of block ``name``; a one-line :class:`ConfigError` naming the registered blocks otherwise."""
     spec = _REGISTRY.get(name)
+    if spec is None and not _REGISTRY:
+        raise ConfigError(f"block={name!r}: no block is registered yet; import aot.nn (or aot.models) first")
     if spec is None:
         raise ConfigError(f"block={name!r} is not one of {', '.join(_REGISTRY)}")
     return spec

@@ -1,19 +1,24 @@
-"""Model configuration: one dataclass for every block type and task head.
+"""Model configuration: the fields every block shares, the block's own options, and the task head.
 
 A config is plain data: it is validated on construction (one-line :class:`ConfigError` naming the field, by the
 checks of :mod:`aot.validation` and the block's spec), serialised with every run (``to_dict`` / ``from_dict``),
-and loaded from YAML or JSON files.
+and loaded from YAML or JSON files. A block's own hyperparameters are its spec's options
+(:class:`aot.blockspec.BlockOptions`, ``cfg.options``); in files they sit flat in the model section.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from aot import blockspec
+from aot.blockspec import BlockOptions
 from aot.errors import ConfigError
-from aot.validation import Limit, above, at_least, check_choice, check_fields, from_dict
+from aot.validation import Limit, above, check_choice, check_fields, from_dict
 
 #: what a model is built for (ModelConfig.task): its input and head. Not the training tasks of ``aot train``
 #: (:data:`aot.tasks.TASKS`: lm, vision, icl, recall; vision trains ``image`` models, recall ``lm`` ones)
@@ -23,8 +28,9 @@ NORMS = ("layernorm", "rmsnorm", "none")
 ACTIVATIONS = ("gelu", "gelu_tanh")
 POSITIONS = ("learned", "rope", "none")
 RESIDUAL_SCALES = ("none", "scalar", "channel")
-SUBSPACE_INITS = ("normal", "orthogonal")
-TOKEN_SHIFTS = ("none", "scalar", "channel")
+#: config fields renamed, old name -> new: files and ``replace`` still take the old name for one release, with a
+#: one-line FutureWarning (silently for configs aot saved itself: ``from_dict(..., saved=True)``)
+RENAMED = {"attn_scale": "score_scale"}
 
 
 def block_types() -> tuple[str, ...]:
@@ -49,6 +55,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def warn_renamed(old: str, new: str, where: str = "model", category: type[Warning] = FutureWarning) -> None:
+    """The one-line notice for a renamed name that still works for one release."""
+    warnings.warn(
+        f"{where}.{old} is renamed {where}.{new}; the old name goes in the next release", category, stacklevel=3
+    )
+
+
 @dataclass
 class ModelConfig:
     """Everything needed to build a model: ``embedding -> Backbone(blocks) -> head``.
@@ -62,7 +75,8 @@ class ModelConfig:
         head_dim: p, the dimension of each head's subspace; default ``n_embd // n_head``.
         tied_output: MSSA only. True lifts each head back with its own basis (W_O = [U_1 ... U_K], the
             paper's operator); False uses a separate learned output matrix with bias (CRATE's code).
-        attn_scale: scale attention scores by 1/sqrt(head_dim) (True) or not at all (the paper's formula).
+        score_scale: scale attention scores by 1/sqrt(head_dim) (True) or not at all (the paper's formula).
+            Was ``attn_scale``, a name the blocks use for the residual step η (``residual_scale``).
         norm: pre-norm inside each block: ``layernorm`` (language), ``rmsnorm`` (llama) or ``none``
             (the paper's vision models). ``None`` picks the block's default (its spec's ``defaults``, else
             ``layernorm``).
@@ -73,32 +87,19 @@ class ModelConfig:
         mlp_ratio: hidden width of the GELU MLP (``transformer``) and SwiGLU (``llama``, times 2/3).
         activation: the ``transformer`` block's MLP nonlinearity: ``gelu`` (exact, erf; ViT) or ``gelu_tanh``
             (the tanh approximation GPT-2 uses; HF's ``gelu_new``). The ``gpt2-*`` presets set ``gelu_tanh``.
-        ista_step, ista_lambda: eta and lambda of CRATE's ISTA step (0.1 and 0.1 in the CRATE code).
-        ista_residual: ``crate`` only. False (the CRATE code): the ISTA output replaces the residual stream,
-            ``z <- ISTA(LN(z))``. True: the step is added as an increment, ``z <- z + ISTA(LN(z)) - LN(z)``, so
-            the stream keeps what the step leaves unchanged; without it a deep causal LM collapses every
-            token onto one vector and stays at the unigram (benchmarks/lm/crate_diagnosis.md).
-        ista_expand: ``crate`` only. 1 (CRATE): the complete d × d dictionary above. C > 1: CRATE-α's
-            overcomplete sparse-coding step (Yang et al., 2024): an encoding dictionary D ∈ R^{d×Cd}, two ISTA
-            iterations from a zero code, a ← ReLU(η Dᵀu − ηλ), a ← ReLU(a − η Dᵀ(D a − u) − ηλ), decoded by a
-            second dictionary D̂ ∈ R^{d×Cd} and added to the stream, ``z <- z + D̂ a`` with ``u = LN(z)``
-            (CRATE-α uses C = 4; 2·C·d² parameters against the complete step's d²).
-        linear_attn_normalize: ``linear-attn`` divides by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not.
-        mamba_d_state, mamba_expand, mamba_d_conv: Mamba's state size N, expansion E/d and conv width.
         position: ``learned`` absolute embeddings, ``rope`` (rotary, inside attention) or ``none``;
             ``None`` picks the block's default: ``rope`` for llama, ``learned`` otherwise.
         bias: biases in linear layers and LayerNorm (GPT-2 style). The MSSA projection U never has one.
         dropout: dropout on attention weights and residual branches.
         init_std: std of the normal init of every weight (nanoGPT: 0.02); residual output projections use
             ``init_std / sqrt(2 * n_layer)``.
-        subspace_init: ``aot-mssa`` only. ``normal`` (every weight as above) or ``orthogonal``: the bases
-            [U_1 … U_K] start with orthonormal columns scaled by ``init_std * sqrt(n_embd)`` (the length a normal
-            column has), so the K subspaces start mutually orthogonal, as Definition 1's data assumes (when
-            K·p > d, as orthogonal as the shape allows: [U_1 … U_K] has orthogonal rows).
-        token_shift: ``aot-mssa`` only. ``none`` (the paper's operator), or mix each token with the one before
-            it ahead of the projection, z̃_t = z_t + μ ⊙ (z_{t−1} − z_t), with one learned μ (``scalar``) or one per
-            channel (``channel``) (:mod:`aot.nn.token_shift`; RWKV's time-mix): Q = K = V = U_kᵀz̃, a
-            previous-token path for recall (docs/math.md).
+        options: the block's own fields (its spec's :class:`aot.blockspec.BlockOptions`; ``None``: their
+            defaults). In files and ``--set`` they sit flat beside the fields above (``ista_step: 0.2``), and
+            ``cfg.ista_step`` reads one. The built-in blocks' options (:mod:`aot.nn.specs`):
+            ``aot-mssa``: ``subspace_init``, ``token_shift``; ``crate``: ``ista_step``, ``ista_lambda``,
+            ``ista_residual``, ``ista_expand``; ``linear-attn``: ``linear_attn_normalize``; ``mamba``:
+            ``mamba_d_state``, ``mamba_expand``, ``mamba_d_conv``; each options class's docstring says what they
+            mean.
 
         causal: each token attends only to tokens at or before it. ``None`` (the default, and what configs
             saved before the field existed load as) derives it from the task: True for ``lm`` and ``icl``,
@@ -121,29 +122,20 @@ class ModelConfig:
     n_head: int = 4
     head_dim: int | None = None
     tied_output: bool = True
-    attn_scale: bool = True
+    score_scale: bool = True
     norm: str | None = None
     final_norm: bool = True
     residual_scale: str = "none"
     residual_scale_init: float = 1.0
     mlp_ratio: float = 4.0
     activation: str = "gelu"
-    ista_step: float = 0.1
-    ista_lambda: float = 0.1
-    ista_residual: bool = False
-    ista_expand: int = 1
-    linear_attn_normalize: bool = True
-    mamba_d_state: int = 16
-    mamba_expand: int = 2
-    mamba_d_conv: int = 4
     position: str | None = None
     rope_theta: float = 10000.0
     bias: bool = True
     dropout: float = 0.0
     init_std: float = 0.02
-    subspace_init: str = "normal"
-    token_shift: str = "none"
     causal: bool | None = None
+    options: BlockOptions | None = None
 
     task: str = "lm"
     vocab_size: int = 256
@@ -158,25 +150,57 @@ class ModelConfig:
 
     #: fields added after runs were recorded: ``to_dict`` leaves them out at these defaults, so the config.json and
     #: resume fingerprint of every run made before them stay what they were (and such a run resumes)
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"token_shift": "none", "vocab_multiple": 1}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"vocab_multiple": 1}
     # ranges not checked by validate() (which names choices and sizes itself); types come from the hints
-    LIMITS: ClassVar[dict[str, Limit]] = {
-        "ista_step": at_least(0),
-        "ista_lambda": at_least(0),
-        "ista_expand": at_least(1),
-        "rope_theta": above(0),
-    }
+    LIMITS: ClassVar[dict[str, Limit]] = {"rope_theta": above(0)}
 
     def __post_init__(self) -> None:
         check_fields(self, "model")
         self._fill_defaults()
         self.validate()
 
+    # -- the block's options, read and written as attributes ------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        """``cfg.NAME`` for an option of the block (``cfg.ista_step``), and the renamed fields' old names."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in RENAMED:
+            warn_renamed(name, RENAMED[name], category=DeprecationWarning)
+            return getattr(self, RENAMED[name])
+        options = self.__dict__.get("options")
+        if options is not None and name in options.field_names():
+            return getattr(options, name)
+        owners = [spec.name for spec in blockspec.option_owners(name)]
+        if owners:
+            raise AttributeError(f"{name!r} is an option of block {' / '.join(owners)}, not of {self.block!r}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        options = self.__dict__.get("options")
+        if options is not None and name not in SHARED_FIELDS and name in options.field_names():
+            setattr(options, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def option(self, name: str) -> Any:
+        """Option ``name``'s value: the block's own, or, for a block without it, the option's default (what its
+        owner does when the option is off: ``token_shift`` is ``'none'`` for MHSA). A name no block has is an
+        :class:`AttributeError`."""
+        options = self.__dict__.get("options")
+        if options is not None and name in options.field_names():
+            return getattr(options, name)
+        defaults = {owner.options.defaults()[name] for owner in blockspec.option_owners(name)}
+        if len(defaults) != 1:
+            raise AttributeError(f"no block has an option {name!r}")
+        return defaults.pop()
+
     # -- defaults that depend on other fields -------------------------------------------------------
     def _fill_defaults(self) -> None:
+        spec = blockspec.find_block(self.block)  # an unknown block is named by validate()
+        if spec is not None:
+            self.options = _block_options(spec, self.options)
         if self.head_dim is None and self.n_head > 0 and self.n_embd % self.n_head == 0:
             self.head_dim = self.n_embd // self.n_head
-        spec = blockspec.find_block(self.block)  # an unknown block is named by validate()
         for name, value in (spec.defaults if spec is not None else {}).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -206,8 +230,6 @@ class ModelConfig:
         check_choice("norm", self.norm, NORMS)
         check_choice("position", self.position, POSITIONS)
         check_choice("residual_scale", self.residual_scale, RESIDUAL_SCALES)
-        check_choice("subspace_init", self.subspace_init, SUBSPACE_INITS)
-        check_choice("token_shift", self.token_shift, TOKEN_SHIFTS)
         check_choice("activation", self.activation, ACTIVATIONS)
         if not isinstance(self.causal, bool):
             raise ConfigError(f"causal={self.causal!r} must be true or false (or left unset)")
@@ -224,9 +246,6 @@ class ModelConfig:
             "num_classes",
             "n_dims",
             "n_points",
-            "mamba_d_state",
-            "mamba_expand",
-            "mamba_d_conv",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -257,17 +276,130 @@ class ModelConfig:
 
     # -- (de)serialisation --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Every field, less those of :attr:`ADDED_LATER` at their defaults."""
-        fields = dataclasses.asdict(self)
-        return {k: v for k, v in fields.items() if k not in self.ADDED_LATER or v != self.ADDED_LATER[k]}
+        """Every shared field, then the block's options flat beside them; less the fields of :attr:`ADDED_LATER`
+        (and the options') at their defaults."""
+        shared = {f: getattr(self, f) for f in SHARED_FIELDS_ORDER if f != "options"}
+        out = {k: v for k, v in shared.items() if k not in self.ADDED_LATER or v != self.ADDED_LATER[k]}
+        options = self.__dict__.get("options")
+        return {**out, **(options.to_dict() if options is not None else {})}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        return from_dict(cls, data, "model")
+    def from_dict(cls, data: dict[str, Any], saved: bool = False) -> ModelConfig:
+        """A config from its model section: the shared fields, and the block's options flat beside them (or in an
+        ``options`` mapping). A renamed field's old name works with a one-line FutureWarning, silently when
+        ``saved`` (a config aot wrote: a run's config.json, a checkpoint, an export). Another block's option at its
+        default is dropped (configs saved before options were per block hold every block's), away from it it is a
+        one-line error naming the block it belongs to."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"the model section must be a mapping of field: value, got {type(data).__name__}")
+        data = dict(data)
+        for old, new in RENAMED.items():
+            if old in data:
+                if not saved:
+                    warn_renamed(old, new)
+                value = data.pop(old)
+                data.setdefault(new, value)
+        spec = blockspec.find_block(data.get("block", cls.block)) if isinstance(data.get("block", ""), str) else None
+        own = spec.options.field_names() if spec is not None else ()
+        shared: dict[str, Any] = {}
+        given = data.pop("options", None)
+        options: dict[str, Any] = {}
+        if isinstance(given, BlockOptions) and spec is not None and type(given) is spec.options:
+            options = given.to_dict()
+        elif isinstance(given, dict):
+            options = dict(given)
+        elif given is not None:  # something else, which _block_options names
+            shared["options"] = given
+        for key, value in data.items():
+            if key in SHARED_FIELDS:
+                shared[key] = value
+            elif key in own:
+                options[key] = value
+            elif spec is not None:
+                _foreign_option(key, value, spec, own)
+            # else: the block is unknown, and validation names it before anything else
+        if options or "options" not in shared:
+            shared["options"] = options
+        return from_dict(cls, shared, "model")
 
     def replace(self, **changes: Any) -> ModelConfig:
-        """A copy with some fields changed (validated again)."""
-        return from_dict(type(self), {**self.to_dict(), **changes}, "model")
+        """A copy with some fields or options changed (validated again)."""
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+
+#: the fields every block shares, in declaration order (a block's options may not reuse them)
+SHARED_FIELDS_ORDER = tuple(f.name for f in dataclasses.fields(ModelConfig))
+SHARED_FIELDS = frozenset(SHARED_FIELDS_ORDER)
+blockspec.SHARED_FIELDS.update(SHARED_FIELDS)
+
+
+def _block_options(spec: blockspec.BlockSpec, given: Any) -> BlockOptions:
+    """``ModelConfig.options`` as block ``spec``'s options class: its defaults for ``None``, checked fields for a
+    mapping or an instance; a one-line error for another block's options."""
+    if given is None:
+        return spec.options()
+    if isinstance(given, dict):
+        own = spec.options.field_names()
+        for key, value in given.items():
+            if key not in own:
+                _foreign_option(key, value, spec, own)
+        return spec.options.from_dict({k: v for k, v in given.items() if k in own})
+    if type(given) is not spec.options:
+        raise ConfigError(
+            f"options={type(given).__name__}(...) are not block {spec.name!r}'s; give {spec.options.__name__} or a "
+            f"mapping of its fields ({', '.join(spec.options.field_names()) or 'it has none'})"
+        )
+    copy = dataclasses.replace(given)  # a config owns its options (cfg.NAME = ... writes them)
+    check_fields(copy, "model")
+    return copy
+
+
+def _foreign_option(key: str, value: Any, spec: blockspec.BlockSpec, own: tuple[str, ...]) -> None:
+    """A key that is neither shared nor block ``spec``'s option: another block's at its default is dropped; else
+    a one-line error (the block it belongs to, or the fields it may have meant)."""
+    owners = blockspec.option_owners(key)
+    if owners and all(value == owner.options.defaults()[key] for owner in owners):
+        return
+    if owners:
+        names = " / ".join(repr(owner.name) for owner in owners)
+        raise ConfigError(
+            f"{key}={value!r} is an option of block {names}; block={spec.name!r} has none: drop it, or set that block"
+        )
+    valid = [*SHARED_FIELDS_ORDER, *own]
+    others = {name: other.name for other in blockspec.block_specs() for name in other.options.field_names()}
+    close = difflib.get_close_matches(str(key), [*valid, *others], n=1)
+    hint = f"; valid fields: {', '.join(valid)}"
+    if close:
+        hint = f"; did you mean {close[0]!r}" + ("?" if close[0] in valid else f" (block {others[close[0]]!r})?")
+    raise ConfigError(f"unknown field {key!r} in the model config{hint}")
+
+
+def _accept_flat_options(init: Any) -> Any:
+    """``ModelConfig(block='crate', ista_step=0.2)``, the options as keywords, as before they moved into
+    ``options``: still taken for one release, with a one-line DeprecationWarning."""
+
+    @functools.wraps(init)
+    def __init__(self: ModelConfig, *args: Any, **kwargs: Any) -> None:
+        flat = {k: kwargs.pop(k) for k in list(kwargs) if k not in SHARED_FIELDS and k not in RENAMED}
+        for old, new in RENAMED.items():
+            if old in kwargs:
+                warn_renamed(old, new, category=DeprecationWarning)
+                kwargs.setdefault(new, kwargs.pop(old))
+        if flat:
+            warnings.warn(
+                f"ModelConfig({', '.join(f'{k}=...' for k in flat)}): a block's options go in options={{...}} "
+                "(or ModelConfig.from_dict with them flat); the keywords go in the next release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            given = kwargs.get("options")
+            kwargs["options"] = {**(given.to_dict() if isinstance(given, BlockOptions) else given or {}), **flat}
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+ModelConfig.__init__ = _accept_flat_options(ModelConfig.__init__)  # type: ignore[method-assign]
 
 
 __all__ = [
@@ -275,7 +407,8 @@ __all__ = [
     "BLOCK_TYPES",  # noqa: F822  (module __getattr__)
     "CAUSAL_TASKS",
     "MODEL_TASKS",
-    "TOKEN_SHIFTS",
+    "RENAMED",
+    "SHARED_FIELDS",
     "ModelConfig",
     "block_types",
 ]

@@ -75,7 +75,7 @@ def check_mappable(model: CausalLM) -> None:
         raise AotError(
             f"no TransformerLens mapping for block {cfg.block!r}; supported: {', '.join(supported_blocks())}"
         )
-    if cfg.token_shift != "none":
+    if getattr(cfg, "token_shift", "none") != "none":
         raise AotError("no TransformerLens mapping for MSSA with a token shift (token_shift); use token_shift='none'")
     if cfg.norm not in ("layernorm", "none"):
         raise AotError(f"no TransformerLens mapping for norm {cfg.norm!r} (layernorm or none)")

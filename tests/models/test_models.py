@@ -37,7 +37,7 @@ def tiny(block: str, task: str = "lm", **kw) -> ModelConfig:
         n_dims=5,
         n_points=6,
     )
-    return ModelConfig(**{**base, **kw})
+    return ModelConfig.from_dict({**base, **kw})
 
 
 CAUSAL_CASES = [
@@ -201,13 +201,13 @@ def test_every_preset_builds_runs_forward_and_backward(name):
         (dict(dropout=1.5), "dropout=1.5"),
         (dict(position="rope", head_dim=3, block="aot-mssa"), "even head_dim"),
         (dict(block="aot-mhsa", subspace_init="orthogonal"), "block='aot-mhsa' has none"),
-        (dict(subspace_init="qr"), "subspace_init='qr' is not one of normal, orthogonal"),
+        (dict(subspace_init="qr"), "model.subspace_init='qr' must be one of normal, orthogonal"),
     ],
 )
 def test_bad_config_raises_one_line_error_naming_the_field(fields, message):
     base = dict(n_layer=2, n_embd=16, n_head=4)
     with pytest.raises(AotError) as info:
-        ModelConfig(**{**base, **fields})
+        ModelConfig.from_dict({**base, **fields})
     assert message in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -218,7 +218,7 @@ def test_orthogonal_subspace_init_gives_orthogonal_bases_of_normal_length(n_head
     U_kᵀU_j = 0 for k ≠ j; when K·p > d its rows are orthogonal instead. Checked against the Gram matrices."""
     torch.manual_seed(0)
     d, std = 16, 0.02
-    cfg = ModelConfig(n_layer=2, n_embd=d, n_head=n_head, head_dim=head_dim, subspace_init="orthogonal")
+    cfg = ModelConfig(n_layer=2, n_embd=d, n_head=n_head, head_dim=head_dim, options={"subspace_init": "orthogonal"})
     model = build_model(cfg).double()
     gain = std * d**0.5
     for block in model.backbone.blocks:

@@ -1,8 +1,9 @@
 """Block specs: a block type is one ``BlockSpec``, and registering it is all it takes.
 
-A throwaway block — attention-only, MSSA without a norm inside, under a made-up name, with its own FLOPs count —
-is registered for these tests and removed after them; the config, ``aot bench``, the trainer's FLOPs per sample
-and ``aot analyze`` all read its spec. The built-in specs are checked against what the code does.
+A throwaway block (tests/nn/throwaway_block.py: attention-only, MSSA without a norm inside, under a made-up name,
+with its own option and FLOPs count) is registered for these tests and removed after them; the config, ``aot
+bench``, the trainer's FLOPs per sample and ``aot analyze`` all read its spec. The built-in specs are checked
+against what the code does.
 """
 
 from __future__ import annotations
@@ -14,46 +15,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
+from throwaway_block import CALLS, LABEL, NAME, SPEC
 
 from aot.blockspec import BlockSpec, block_spec, block_types, register_block, unregister_block
 from aot.config import ModelConfig
 from aot.errors import AotError, ConfigError
 from aot.models import build_model
 from aot.nn.attention import MultiHeadSubspaceSelfAttention
-from aot.nn.blocks import AttentionOnlyBlock
-
-NAME = "throwaway-mssa"
-LABEL = "Throwaway MSSA"
-CALLS: list[str] = []  # which of the throwaway spec's FLOPs counts were asked for
-
-
-def _dense(cfg: ModelConfig) -> int:
-    """U (d → K·p) and W_O (K·p → d), written out here rather than taken from the module."""
-    CALLS.append("dense")
-    return 4 * cfg.n_embd * cfg.n_head * cfg.p
-
-
-def _attention(cfg: ModelConfig, n_keys: float) -> float:
-    CALLS.append("attention")
-    return 4 * n_keys * cfg.n_head * cfg.p
-
-
-def _check(cfg: ModelConfig) -> None:
-    if cfg.n_head < 2:
-        raise ConfigError(f"block={NAME!r} needs at least 2 heads, got n_head={cfg.n_head}")
-
-
-SPEC = BlockSpec(
-    name=NAME,
-    block=AttentionOnlyBlock,
-    mixer=MultiHeadSubspaceSelfAttention,
-    defaults={"norm": "none"},
-    check=_check,
-    dense_flops=_dense,
-    attention_flops=_attention,
-    subspace=True,
-    bench=((LABEL, {"tied_output": False}),),
-)
 
 
 @pytest.fixture
@@ -69,7 +37,7 @@ def throwaway() -> Iterator[BlockSpec]:
 
 def tiny(**fields: object) -> ModelConfig:
     base: dict = dict(block=NAME, n_layer=2, n_embd=16, n_head=2, vocab_size=256, block_size=16, tied_output=False)
-    return ModelConfig(**{**base, **fields})
+    return ModelConfig.from_dict({**base, **fields})
 
 
 def test_the_config_takes_the_specs_defaults_and_rules(throwaway: BlockSpec) -> None:
@@ -78,8 +46,9 @@ def test_the_config_takes_the_specs_defaults_and_rules(throwaway: BlockSpec) -> 
     assert tiny(norm="layernorm").norm == "layernorm"  # a value the config sets wins
     with pytest.raises(ConfigError, match="needs at least 2 heads"):
         tiny(n_head=1)
-    with pytest.raises(ConfigError, match="ista_expand=4 is for block='crate'"):  # another block's field
-        tiny(ista_expand=4)
+    with pytest.raises(ConfigError, match="ista_expand=4 is an option of block 'crate'"):  # another block's
+        ModelConfig.from_dict({"block": NAME, "ista_expand": 4})
+    assert tiny().score_temperature == 1.0 and isinstance(build_model(tiny()).backbone.blocks[0].attn.scale, float)
     assert isinstance(build_model(cfg).backbone.blocks[0].attn, MultiHeadSubspaceSelfAttention)
 
 
@@ -155,7 +124,7 @@ def test_lens_peer_and_timm_read_the_spec(throwaway: BlockSpec) -> None:
     with pytest.raises(AotError, match=f"no TransformerLens mapping for block {NAME!r}"):
         check_mappable(model)
     assert NAME not in supported_blocks() and "aot-mssa" in supported_blocks()
-    assert _family(NAME) == "throwaway_mssa" and _family("transformer") == "vit"
+    assert _family(NAME) == "tempered_mssa" and _family("transformer") == "vit"
     pytest.importorskip("transformers")
     from aot.bench.peer import hf_gpt2
 
@@ -169,7 +138,7 @@ def test_the_built_in_specs_count_what_their_modules_hold(name: str) -> None:
     matrix products (each weight is used once per token), CRATE-α's encoder twice over."""
     spec = block_spec(name)
     for extra in [{}, {"ista_expand": 4}] if name == "crate" else [{}]:
-        cfg = ModelConfig(block=name, n_layer=1, n_embd=32, n_head=4, tied_output=False, bias=False, **extra)
+        cfg = ModelConfig(block=name, n_layer=1, n_embd=32, n_head=4, tied_output=False, bias=False, options=extra)
         module = spec.build(cfg)
         matrices = [p for p in module.parameters() if p.ndim == 2]
         step = getattr(module, "mlp", None)

@@ -50,7 +50,7 @@ def test_fused_tied_unscaled_mssa_layer_equals_the_papers_formula():
         n_head=K,
         head_dim=p,
         tied_output=True,
-        attn_scale=False,
+        score_scale=False,
         norm="none",
         residual_scale="scalar",
         residual_scale_init=eta,
@@ -195,14 +195,17 @@ def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        (dict(block="aot-mssa", ista_expand=4), "ista_expand=4 is for block='crate'"),
+        (
+            dict(block="aot-mssa", ista_expand=4),
+            "ista_expand=4 is an option of block 'crate'; block='aot-mssa' has none",
+        ),
         (dict(block="crate", ista_expand=4, ista_residual=True), "drop ista_residual"),
         (dict(block="crate", ista_expand=0), "ista_expand"),
     ],
 )
 def test_crate_alpha_options_are_checked(fields, message):
     with pytest.raises(ConfigError, match=message):
-        ModelConfig(**fields)
+        ModelConfig.from_dict(fields)
 
 
 def test_rotary_scores_depend_only_on_relative_position():
@@ -244,7 +247,7 @@ def test_rotary_cached_tables_equal_the_direct_rotation():
 
 
 OPTION_GRID = [
-    dict(task=task, block=b, tied_output=t, attn_scale=s, position=pos)
+    dict(task=task, block=b, tied_output=t, score_scale=s, position=pos)
     for task, b, t, s, pos in itertools.product(
         ["lm", "image"],
         ["aot-mssa", "aot-mhsa", "transformer", "crate", "llama"],

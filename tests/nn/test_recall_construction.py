@@ -55,7 +55,7 @@ def swapped_values(tokens: list[int]) -> list[int]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_one_layer_without_positions_answers_a_sequence_and_its_value_swap_alike(block: str, seed: int) -> None:
     torch.manual_seed(seed)
-    cfg = plain(block, n_embd=16, n_head=2, position="none", norm="layernorm", bias=True, attn_scale=True)
+    cfg = plain(block, n_embd=16, n_head=2, position="none", norm="layernorm", bias=True, score_scale=True)
     model = build_model(cfg.replace(tied_output=False, init_std=0.5)).double().eval()
     for tokens, asked in instances():
         other = swapped_values(tokens)

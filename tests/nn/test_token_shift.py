@@ -18,7 +18,7 @@ from aot.nn.token_shift import TokenShift
 
 def mssa(**fields) -> ModelConfig:  # type: ignore[no-untyped-def]
     base = dict(block="aot-mssa", n_layer=2, n_embd=16, n_head=2, vocab_size=40, block_size=24, tied_output=False)
-    return ModelConfig(**{**base, **fields})
+    return ModelConfig.from_dict({**base, **fields})
 
 
 @pytest.mark.parametrize("kind", ["scalar", "channel"])
@@ -119,9 +119,9 @@ def test_off_by_default_and_an_existing_config_is_unchanged() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"block": "aot-mhsa", "token_shift": "channel"}, "token_shift='channel' mixes each token with the previous"),
-        ({"block": "crate", "token_shift": "scalar"}, "block='crate' has none, leave it 'none'"),
-        ({"token_shift": "conv"}, "token_shift='conv' is not one of none, scalar, channel"),
+        ({"block": "aot-mhsa", "token_shift": "channel"}, "token_shift='channel' is an option of block 'aot-mssa'"),
+        ({"block": "crate", "token_shift": "scalar"}, "block='crate' has none: drop it, or set that block"),
+        ({"token_shift": "conv"}, "model.token_shift='conv' must be one of none, scalar, channel"),
     ],
 )
 def test_a_token_shift_where_it_means_nothing_is_one_line(fields: dict, message: str) -> None:

@@ -65,7 +65,7 @@ def test_every_point_is_a_valid_config_of_its_block(bench) -> None:
         assert (cfg.block, cfg.n_layer, cfg.n_embd, cfg.n_head) == (name, 2, 128, 1)
         assert (cfg.vocab_size, cfg.block_size, run.data.n_pairs, run.train.seed) == (256, 256, 64, 1)
         assert tied is None or cfg.tied_output is tied
-        assert cfg.token_shift == ("channel" if "token shift" in block else "none")
+        assert cfg.option("token_shift") == ("channel" if "token shift" in block else "none")
 
 
 def test_a_tiny_grid_trains_records_skips_and_renders(bench, tmp_path: Path) -> None:

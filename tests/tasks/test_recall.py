@@ -85,7 +85,9 @@ def test_an_mssa_with_a_token_shift_trains_and_other_blocks_refuse_the_option(tm
     sets = [*TINY, "model.preset=aot-mssa-l-cpu", "model.token_shift=channel"]
     results = run_task(task, task.build_run("cpu-quick", sets=sets), tmp_path, "cpu")
     assert results["model"]["block"] == "aot-mssa" and results["model"]["token_shift"] == "channel"
-    with pytest.raises(ConfigError, match="block='aot-mhsa' has none, leave it 'none'"):
+    with pytest.raises(
+        ConfigError, match="token_shift='channel' is an option of block 'aot-mssa'; block='aot-mhsa' has none"
+    ):
         task.build_run("cpu-quick", sets=["model.token_shift=channel"])
 
 

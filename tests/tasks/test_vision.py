@@ -42,7 +42,7 @@ def tiny_image_config(block: str = "aot-mssa", **overrides) -> ModelConfig:
         num_classes=10,
         norm="layernorm",
     )
-    return ModelConfig(**{**fields, **overrides})
+    return ModelConfig.from_dict({**fields, **overrides})
 
 
 # -- data -------------------------------------------------------------------------------------------------

@@ -133,7 +133,7 @@ def test_plain_softmax_step_equals_core_mssa_float64():
         n_head=K,
         head_dim=p,
         tied_output=True,
-        attn_scale=False,
+        score_scale=False,
         causal=False,
         position="none",
         norm="none",

@@ -48,7 +48,7 @@ def unrolled_denoiser(bases: torch.Tensor, eta: float, n_layers: int) -> HookedB
         n_head=n_clusters,
         head_dim=p,
         tied_output=True,
-        attn_scale=False,
+        score_scale=False,
         norm="none",
         final_norm=False,
         residual_scale="scalar",

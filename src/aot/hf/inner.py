@@ -15,7 +15,7 @@ from aot.errors import AotError
 
 def model_config(fields: dict[str, Any]) -> ModelConfig:
     """The validated config of a language model."""
-    cfg = ModelConfig.from_dict(fields)
+    cfg = ModelConfig.from_dict(fields, saved=True)
     if cfg.task != "lm":
         raise AotError(f"AotForCausalLM wraps language models; the config describes a {cfg.task!r} model")
     return cfg

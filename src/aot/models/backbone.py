@@ -60,7 +60,7 @@ def init_weights(model: nn.Module, cfg: ModelConfig) -> None:
         elif isinstance(module, OvercompleteISTA):
             nn.init.kaiming_uniform_(module.encoder)  # as in CRATE-α's code
             nn.init.kaiming_uniform_(module.decoder)
-    if cfg.subspace_init == "orthogonal":
+    if getattr(cfg, "subspace_init", "normal") == "orthogonal":
         for module in model.modules():
             if isinstance(module, MultiHeadSubspaceSelfAttention):
                 # weight (K·p, d) = [U_1 … U_K]ᵀ: orthonormal rows = orthonormal columns of U

@@ -29,7 +29,7 @@ def read_model_config(config_path: Path, overrides: dict[str, Any] | None = None
     field)."""
     fields, prefix = _model_fields(config_path)
     try:
-        cfg = ModelConfig.from_dict({**fields, **(overrides or {})})
+        cfg = ModelConfig.from_dict({**fields, **(overrides or {})}, saved=True)
     except AotError as exc:
         raise AotError(f"{str(config_path)!r}: {exc}") from None
     except (TypeError, ValueError) as exc:  # a rule of a block spec meeting values from_dict let through

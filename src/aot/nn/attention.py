@@ -59,7 +59,7 @@ class _AttentionCore(nn.Module):
         self.n_head = cfg.n_head
         self.head_dim = cfg.p
         self.causal = bool(cfg.causal)
-        self.scale = 1.0 / math.sqrt(cfg.p) if cfg.attn_scale else 1.0
+        self.scale = 1.0 / math.sqrt(cfg.p) if cfg.score_scale else 1.0
         self.dropout = cfg.dropout
         self.rotary = Rotary(cfg.p, cfg.rope_theta) if cfg.position == "rope" else None
         self.use_reference = False  # force the explicit path (tests, analysis)

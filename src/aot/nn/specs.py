@@ -16,15 +16,21 @@ with it, and its forward FLOPs per token and layer, summed from the counts next 
 
 ``aot-mssa``'s ``token_shift`` (:mod:`aot.nn.token_shift`) is element-wise work: it adds no matrix-product FLOPs.
 
+A block's own hyperparameters are its options (:class:`aot.blockspec.BlockOptions`), declared here beside its
+spec: :class:`MssaOptions`, :class:`CrateOptions`, :class:`LinearAttnOptions`, :class:`MambaOptions`. The
+modules read them as ``cfg.NAME``, as they read the shared fields.
+
 A new block type is one more ``register_block(BlockSpec(...))``, here or in a module ``aot/nn/__init__.py``
-imports.
+imports (or, outside the package, in the module that defines the block: tests/nn/throwaway_block.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
 
-from aot.blockspec import BlockSpec, register_block
+from aot.blockspec import BlockOptions, BlockSpec, register_block
 from aot.config import ModelConfig
 from aot.errors import ConfigError
 from aot.nn.attention import MultiHeadSelfAttention, MultiHeadSubspaceSelfAttention
@@ -32,6 +38,7 @@ from aot.nn.blocks import AttentionOnlyBlock, CrateBlock, TransformerBlock
 from aot.nn.feedforward import GeluMLP, SwiGLU, sparse_coding_flops, sparse_coding_step
 from aot.nn.linear_attention import LinearSelfAttention
 from aot.nn.mamba import MambaMixer
+from aot.validation import Limit, at_least, one_of
 
 MSSA, MHSA = MultiHeadSubspaceSelfAttention, MultiHeadSelfAttention
 
@@ -41,11 +48,84 @@ def _sum(*counts: Callable[[ModelConfig], int]) -> Callable[[ModelConfig], int]:
     return lambda cfg: sum(count(cfg) for count in counts)
 
 
-def _check_crate(cfg: ModelConfig) -> None:
-    if cfg.ista_expand > 1 and cfg.ista_residual:
-        raise ConfigError(
-            "ista_expand > 1 is CRATE-α's step, which always adds its output to the stream; drop ista_residual"
-        )
+@dataclass
+class MssaOptions(BlockOptions):
+    """AoT-MSSA's own fields.
+
+    subspace_init: ``normal`` (every weight from the normal init) or ``orthogonal``: the bases [U_1 … U_K] start
+        with orthonormal columns scaled by ``init_std * sqrt(n_embd)`` (the length a normal column has), so the K
+        subspaces start mutually orthogonal, as Definition 1's data assumes (when K·p > d, as orthogonal as the
+        shape allows: [U_1 … U_K] has orthogonal rows).
+    token_shift: ``none`` (the paper's operator), or mix each token with the one before it ahead of the
+        projection, z̃_t = z_t + μ ⊙ (z_{t−1} − z_t), with one learned μ (``scalar``) or one per channel
+        (``channel``) (:mod:`aot.nn.token_shift`; RWKV's time-mix): Q = K = V = U_kᵀz̃, a previous-token path
+        for recall (docs/math.md).
+    """
+
+    subspace_init: str = "normal"
+    token_shift: str = "none"
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "subspace_init": one_of("normal", "orthogonal"),
+        "token_shift": one_of("none", "scalar", "channel"),
+    }
+    ADDED_LATER: ClassVar[dict[str, object]] = {"token_shift": "none"}
+
+
+@dataclass
+class CrateOptions(BlockOptions):
+    """CRATE's sparse-coding step.
+
+    ista_step, ista_lambda: η and λ of the ISTA step (0.1 and 0.1 in the CRATE code).
+    ista_residual: False (the CRATE code): the ISTA output replaces the residual stream, ``z <- ISTA(LN(z))``.
+        True: the step is added as an increment, ``z <- z + ISTA(LN(z)) - LN(z)``, so the stream keeps what the
+        step leaves unchanged; without it a deep causal LM collapses every token onto one vector and stays at the
+        unigram (benchmarks/lm/crate_diagnosis.md).
+    ista_expand: 1 (CRATE): the complete d × d dictionary above. C > 1: CRATE-α's overcomplete step (Yang et al.,
+        2024): an encoding dictionary D ∈ R^{d×Cd}, two ISTA iterations from a zero code,
+        a ← ReLU(η Dᵀu − ηλ), a ← ReLU(a − η Dᵀ(D a − u) − ηλ), decoded by a second dictionary D̂ ∈ R^{d×Cd} and
+        added to the stream, ``z <- z + D̂ a`` with ``u = LN(z)`` (CRATE-α uses C = 4; 2·C·d² parameters against
+        the complete step's d²).
+    """
+
+    ista_step: float = 0.1
+    ista_lambda: float = 0.1
+    ista_residual: bool = False
+    ista_expand: int = 1
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "ista_step": at_least(0),
+        "ista_lambda": at_least(0),
+        "ista_expand": at_least(1),
+    }
+
+    def check(self, cfg: ModelConfig) -> None:
+        if self.ista_expand > 1 and self.ista_residual:
+            raise ConfigError(
+                "ista_expand > 1 is CRATE-α's step, which always adds its output to the stream; drop ista_residual"
+            )
+
+
+@dataclass
+class LinearAttnOptions(BlockOptions):
+    """linear_attn_normalize: divide by φ(q)ᵀ Σ φ(k) (Katharopoulos et al.) or not."""
+
+    linear_attn_normalize: bool = True
+
+
+@dataclass
+class MambaOptions(BlockOptions):
+    """Mamba's state size N (``mamba_d_state``), expansion E/d (``mamba_expand``) and conv width (``mamba_d_conv``)."""
+
+    mamba_d_state: int = 16
+    mamba_expand: int = 2
+    mamba_d_conv: int = 4
+
+    LIMITS: ClassVar[dict[str, Limit]] = {
+        "mamba_d_state": at_least(1),
+        "mamba_expand": at_least(1),
+        "mamba_d_conv": at_least(1),
+    }
 
 
 AOT_MSSA = register_block(
@@ -53,12 +133,7 @@ AOT_MSSA = register_block(
         name="aot-mssa",
         block=AttentionOnlyBlock,
         mixer=MSSA,
-        own_fields={
-            "subspace_init": "subspace_init={value!r} sets MSSA's bases U_k; block={block!r} has none, "
-            "leave it 'normal'",
-            "token_shift": "token_shift={value!r} mixes each token with the previous one ahead of AoT-MSSA's "
-            "projection; block={block!r} has none, leave it 'none'",
-        },
+        options=MssaOptions,
         dense_flops=MSSA.flops_per_token,
         attention_flops=MSSA.attention_flops,
         subspace=True,
@@ -104,11 +179,7 @@ CRATE = register_block(
         block=CrateBlock,
         mixer=MSSA,
         feedforward=sparse_coding_step,
-        own_fields={
-            "ista_residual": "ista_residual=true is for block='crate' (the ISTA step); block={block!r} has none",
-            "ista_expand": "ista_expand={value} is for block='crate' (CRATE-α's sparse coding step)",
-        },
-        check=_check_crate,
+        options=CrateOptions,
         dense_flops=_sum(MSSA.flops_per_token, sparse_coding_flops),
         attention_flops=MSSA.attention_flops,
         subspace=True,
@@ -136,6 +207,7 @@ LINEAR_ATTN = register_block(
         name="linear-attn",
         block=AttentionOnlyBlock,
         mixer=LinearSelfAttention,
+        options=LinearAttnOptions,
         heads_span_width=True,
         recurrent=True,
     )
@@ -143,7 +215,26 @@ LINEAR_ATTN = register_block(
 
 # the selective scan keeps its expanded state (~610 bytes per token and unit of width measured at d = 64)
 MAMBA = register_block(
-    BlockSpec(name="mamba", block=AttentionOnlyBlock, mixer=MambaMixer, recurrent=True, activation_bytes=768)
+    BlockSpec(
+        name="mamba",
+        block=AttentionOnlyBlock,
+        mixer=MambaMixer,
+        options=MambaOptions,
+        recurrent=True,
+        activation_bytes=768,
+    )
 )
 
-__all__ = ["AOT_MHSA", "AOT_MSSA", "CRATE", "LINEAR_ATTN", "LLAMA", "MAMBA", "TRANSFORMER"]
+__all__ = [
+    "AOT_MHSA",
+    "AOT_MSSA",
+    "CRATE",
+    "LINEAR_ATTN",
+    "LLAMA",
+    "MAMBA",
+    "TRANSFORMER",
+    "CrateOptions",
+    "LinearAttnOptions",
+    "MambaOptions",
+    "MssaOptions",
+]

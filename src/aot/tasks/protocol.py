@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import torch
 from torch import nn
 
-from aot.config import ModelConfig
+from aot.config import SHARED_FIELDS, ModelConfig
 from aot.errors import ConfigError, renamed, warn_renamed
 from aot.layering import build_sections, layer
 from aot.models.base import AotModel
@@ -299,9 +299,10 @@ class Task(Generic[D]):
 
 
 def model_summary(model: nn.Module, cfg: ModelConfig, *extra: str) -> dict[str, Any]:
-    """The ``model`` entry of results.json: block, depth, width, parameter counts, and the ``extra`` fields."""
+    """The ``model`` entry of results.json: block, depth, width, parameter counts, and the ``extra`` fields (a
+    block's option reads as its default for a block without it: :meth:`ModelConfig.option`)."""
     summary: dict[str, Any] = {"block": cfg.block, "n_layer": cfg.n_layer, "n_embd": cfg.n_embd}
-    summary.update({name: getattr(cfg, name) for name in extra})
+    summary.update({name: getattr(cfg, name) if name in SHARED_FIELDS else cfg.option(name) for name in extra})
     summary["params"] = model.num_params()  # type: ignore[operator]
     summary["non_embedding_params"] = model.num_params(non_embedding=True)  # type: ignore[operator]
     return summary

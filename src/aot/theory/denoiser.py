@@ -11,7 +11,7 @@ Here tokens are rows (``Z`` is (..., N, d)), so with P_k = Z U_k (N, p) the same
 φ acting on each row of the (symmetric) Gram matrix P_k P_kᵀ — row i of it is the paper's column i. φ is
 either the plain softmax (practice) or the theorem's φ = h∘softmax with the hard threshold
 h(x) = τ·1{x > τ}. There is no softmax temperature (the paper's formula); the core module
-:class:`aot.nn.attention.MultiHeadSubspaceSelfAttention` computes the same step with ``attn_scale=False``
+:class:`aot.nn.attention.MultiHeadSubspaceSelfAttention` computes the same step with ``score_scale=False``
 and ``tied_output=True`` (tested).
 """
 

@@ -35,7 +35,7 @@ def mssa_config(d: int, p: int, n_heads: int) -> ModelConfig:
         n_head=n_heads,
         head_dim=p,
         tied_output=True,
-        attn_scale=False,
+        score_scale=False,
         norm="none",
         position="none",
         dropout=0.0,

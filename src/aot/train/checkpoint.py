@@ -255,13 +255,28 @@ def check_fingerprint(
 ) -> None:
     """One-line error naming the first setting (outside ``ignore``) in which the checkpoint's run and this run
     differ, and ``fix``."""
-    saved, current = _flatten(saved), _flatten(current)
+    saved, current = _flatten(_canonical(saved)), _flatten(_canonical(current))
     for key in sorted((set(saved) | set(current)) - set(ignore)):
         if saved.get(key) != current.get(key):
             raise AotError(
                 f"checkpoint {str(folder)!r} was written by a different config ({key}={saved.get(key)!r} there, "
                 f"{current.get(key)!r} here); {fix}"
             )
+
+
+def _canonical(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """``fingerprint`` with its model section as today's ``ModelConfig.to_dict`` writes it: a checkpoint saved
+    before a field was renamed (``attn_scale``) or before the blocks' options moved out of the shared fields (when
+    every block's were saved) is the same config, and resumes."""
+    model = fingerprint.get("model")
+    if not isinstance(model, dict):
+        return fingerprint
+    from aot.config import ModelConfig
+
+    try:
+        return {**fingerprint, "model": ModelConfig.from_dict(model, saved=True).to_dict()}
+    except (AotError, TypeError, ValueError):  # not a config this version reads: compared as saved
+        return fingerprint
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
