@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from aot import blockspec
 from aot.blockspec import BlockOptions
-from aot.errors import ConfigError
+from aot.errors import ConfigError, warn_renamed
 from aot.validation import Limit, above, check_choice, check_fields, from_dict
 
 #: what a model is built for (ModelConfig.task): its input and head. Not the training tasks of ``aot train``
@@ -31,6 +30,7 @@ RESIDUAL_SCALES = ("none", "scalar", "channel")
 #: config fields renamed, old name -> new: files and ``replace`` still take the old name for one release, with a
 #: one-line FutureWarning (silently for configs aot saved itself: ``from_dict(..., saved=True)``)
 RENAMED = {"attn_scale": "score_scale"}
+RENAMED_WHY = {"attn_scale": "scale attention scores by 1/sqrt(p); the blocks' attn_scale is the residual step eta"}
 
 
 def block_types() -> tuple[str, ...]:
@@ -43,23 +43,13 @@ def __getattr__(name: str) -> Any:
     if name == "BLOCK_TYPES":  # derived on access, so a block registered later is included
         return block_types()
     if name == "TASKS":  # the old name, which said the same as aot.tasks.TASKS and meant something else
-        import warnings
-
-        warnings.warn(
-            "aot.config.TASKS is renamed MODEL_TASKS (what a model is built for; aot.tasks.TASKS are the training "
-            "tasks); the old name goes in the next release",
-            DeprecationWarning,
-            stacklevel=2,
+        warn_renamed(
+            "aot.config.TASKS",
+            "aot.config.MODEL_TASKS",
+            "what a model is built for; aot.tasks.TASKS are the training tasks",
         )
         return MODEL_TASKS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def warn_renamed(old: str, new: str, where: str = "model", category: type[Warning] = FutureWarning) -> None:
-    """The one-line notice for a renamed name that still works for one release."""
-    warnings.warn(
-        f"{where}.{old} is renamed {where}.{new}; the old name goes in the next release", category, stacklevel=3
-    )
 
 
 @dataclass
@@ -165,7 +155,7 @@ class ModelConfig:
         if name.startswith("__"):
             raise AttributeError(name)
         if name in RENAMED:
-            warn_renamed(name, RENAMED[name], category=DeprecationWarning)
+            warn_renamed(f"ModelConfig.{name}", f"ModelConfig.{RENAMED[name]}", RENAMED_WHY[name])
             return getattr(self, RENAMED[name])
         options = self.__dict__.get("options")
         if options is not None and name in options.field_names():
@@ -296,7 +286,7 @@ class ModelConfig:
         for old, new in RENAMED.items():
             if old in data:
                 if not saved:
-                    warn_renamed(old, new)
+                    warn_renamed(f"model.{old}", f"model.{new}", RENAMED_WHY[old], kind="field")
                 value = data.pop(old)
                 data.setdefault(new, value)
         spec = blockspec.find_block(data.get("block", cls.block)) if isinstance(data.get("block", ""), str) else None
@@ -383,14 +373,15 @@ def _accept_flat_options(init: Any) -> Any:
         flat = {k: kwargs.pop(k) for k in list(kwargs) if k not in SHARED_FIELDS and k not in RENAMED}
         for old, new in RENAMED.items():
             if old in kwargs:
-                warn_renamed(old, new, category=DeprecationWarning)
+                warn_renamed(f"ModelConfig({old}=...)", f"ModelConfig({new}=...)", RENAMED_WHY[old], kind="keyword")
                 kwargs.setdefault(new, kwargs.pop(old))
         if flat:
-            warnings.warn(
-                f"ModelConfig({', '.join(f'{k}=...' for k in flat)}): a block's options go in options={{...}} "
-                "(or ModelConfig.from_dict with them flat); the keywords go in the next release",
-                DeprecationWarning,
-                stacklevel=2,
+            shown = ", ".join(f"{k}=..." for k in flat)
+            warn_renamed(
+                f"ModelConfig({shown})",
+                f"ModelConfig(options={{{', '.join(repr(k) + ': ...' for k in flat)}}})",
+                "a block's own fields; ModelConfig.from_dict still takes them flat, as files do",
+                kind="keywords",
             )
             given = kwargs.get("options")
             kwargs["options"] = {**(given.to_dict() if isinstance(given, BlockOptions) else given or {}), **flat}

@@ -114,7 +114,7 @@ def test_ista_step_equals_crate_formula_in_column_form():
     """ReLU(Z − η Dᵀ(D Z − Z) − η λ) with Z as columns (docs/paper.md §6)."""
     d, N = 6, 4
     rng = np.random.default_rng(2)
-    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, ista_step=0.1, ista_lambda=0.1)
+    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, options={"ista_step": 0.1, "ista_lambda": 0.1})
     ista = ISTA(cfg).double()
     D = rng.standard_normal((d, d))
     with torch.no_grad():
@@ -159,7 +159,7 @@ def test_crate_block_replaces_or_increments_the_stream(residual):
     the block's stream after attention (taken from the module's hook, so only the ISTA half is checked here)."""
     d, N = 8, 5
     rng = np.random.default_rng(4)
-    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_residual=residual)
+    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, options={"ista_residual": residual})
     D = rng.standard_normal((d, d))
     out, Y, g, b = _run_crate_block(make_block(cfg).double(), rng, N, dictionary=D)
     u, step = _crate_half_step(Y, D, g, b)
@@ -171,7 +171,7 @@ def test_crate_block_replaces_or_increments_the_stream(residual):
 
 def test_ista_residual_is_for_crate_only():
     with pytest.raises(ConfigError, match="ista_residual"):
-        ModelConfig(block="aot-mssa", ista_residual=True)
+        ModelConfig.from_dict({"block": "aot-mssa", "ista_residual": True})
 
 
 def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
@@ -179,7 +179,7 @@ def test_crate_alpha_block_adds_two_overcomplete_ista_steps_to_the_stream():
     a₂ = ReLU(a₁ − η Dᵀ(D a₁ − u) − ηλ), Z = Y + D̂ a₂, for D, D̂ ∈ R^{d×4d}; the step costs 2·4·d² parameters."""
     d, N, C = 6, 5, 4
     rng = np.random.default_rng(7)
-    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, ista_expand=C)
+    cfg = ModelConfig(block="crate", n_embd=d, n_head=2, tied_output=False, options={"ista_expand": C})
     block = make_block(cfg).double()
     assert sum(p.numel() for p in block.mlp.parameters()) == 2 * C * d * d
     D, D_hat = rng.standard_normal((d, C * d)) * 0.5, rng.standard_normal((d, C * d))

@@ -30,7 +30,7 @@ def registered():
 
 def smoke_args(*sets: str) -> list[str]:
     preset, smoke = get_task("lm").smoke
-    return ["--preset", preset, "--device", "cpu", *(a for s in (*smoke, *sets) for a in ("--set", s))]
+    return ["--recipe", preset, "--device", "cpu", *(a for s in (*smoke, *sets) for a in ("--set", s))]
 
 
 def test_its_option_is_a_config_field_with_its_range(registered) -> None:
