@@ -226,6 +226,34 @@ def block_spec(name: str) -> BlockSpec:
     return spec
 
 
+def block_rows() -> list[dict[str, Any]]:
+    """One row per registered block for ``aot models --blocks``: its module, mixer and what follows it, whether
+    it keeps a recurrent state, and its own options with their defaults and allowed values."""
+
+    def name_of(obj: Any) -> str | None:
+        return None if obj is None else getattr(obj, "__name__", type(obj).__name__)
+
+    rows = []
+    for spec in _REGISTRY.values():
+        limits = spec.options.LIMITS
+        options = {
+            name: {"default": default, **({"allowed": limits[name].describe()} if name in limits else {})}
+            for name, default in spec.options.defaults().items()
+        }
+        rows.append(
+            {
+                "block": spec.name,
+                "module": name_of(spec.block),
+                "mixer": name_of(spec.mixer),
+                "after_mixer": name_of(spec.feedforward),
+                "recurrent": spec.recurrent,
+                "options_class": spec.options.__name__,
+                "options": options,
+            }
+        )
+    return rows
+
+
 def output_tying(cfg: Config) -> bool | None:
     """``cfg.tied_output`` where the block has subspace bases (where it means something), else ``None``."""
     return cfg.tied_output if block_spec(cfg.block).subspace else None

@@ -88,8 +88,8 @@ class ModelConfig:
             ``cfg.ista_step`` reads one. The built-in blocks' options (:mod:`aot.nn.specs`):
             ``aot-mssa``: ``subspace_init``, ``token_shift``; ``crate``: ``ista_step``, ``ista_lambda``,
             ``ista_residual``, ``ista_expand``; ``linear-attn``: ``linear_attn_normalize``; ``mamba``:
-            ``mamba_d_state``, ``mamba_expand``, ``mamba_d_conv``; each options class's docstring says what they
-            mean.
+            ``mamba_d_state``, ``mamba_expand``, ``mamba_d_conv``; ``aot models --blocks`` lists them with their
+            defaults and ranges, and each options class's docstring says what they mean.
 
         causal: each token attends only to tokens at or before it. ``None`` (the default, and what configs
             saved before the field existed load as) derives it from the task: True for ``lm`` and ``icl``,

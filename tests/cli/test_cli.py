@@ -113,3 +113,19 @@ def test_device_option_is_checked_once_for_every_command():
         with pytest.raises(AotError, match="no CUDA device is available"):
             resolve_device("cuda:0")
         assert main(["denoise", "--device", "cuda", "--no-sweeps"]) == 2
+
+
+def test_models_blocks_lists_every_block_with_its_own_options(capsys):
+    from aot.blockspec import block_specs
+
+    assert main(["models", "--blocks", "--json"]) == 0
+    rows = {row["block"]: row for row in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {spec.name for spec in block_specs()}
+    for spec in block_specs():
+        assert {k: v["default"] for k, v in rows[spec.name]["options"].items()} == spec.options.defaults()
+    assert rows["crate"]["options"]["ista_expand"] == {"default": 1, "allowed": ">= 1"}
+    assert rows["mamba"]["recurrent"] and rows["aot-mhsa"]["options"] == {}
+    assert main(["models", "--blocks"]) == 0
+    table = capsys.readouterr().out
+    row = "| aot-mssa | AttentionOnlyBlock | MultiHeadSubspaceSelfAttention | nothing | KV cache |"
+    assert f'{row} `subspace_init="normal"` (one of normal, orthogonal)' in table
