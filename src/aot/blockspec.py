@@ -58,14 +58,6 @@ class BlockOptions:
         """Rules between this block's fields, or with the shared ones (``cfg``): one-line :class:`ConfigError`."""
 
     @classmethod
-    def of(cls: type[O], cfg: Config) -> O:
-        """``cfg.options``, typed as this class (a :class:`TypeError` for a config of another block)."""
-        options = cfg.options
-        if not isinstance(options, cls):
-            raise TypeError(f"block={cfg.block!r} has {type(options).__name__}, not {cls.__name__}")
-        return options
-
-    @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 

@@ -28,7 +28,7 @@ ACTIVATIONS = ("gelu", "gelu_tanh")
 POSITIONS = ("learned", "rope", "none")
 RESIDUAL_SCALES = ("none", "scalar", "channel")
 #: config fields renamed, old name -> new: files and ``replace`` still take the old name for one release, with a
-#: one-line FutureWarning (silently for configs aot saved itself: ``from_dict(..., saved=True)``)
+#: one-line RenamedWarning (silently for configs aot saved itself: ``from_dict(..., saved=True)``)
 RENAMED = {"attn_scale": "score_scale"}
 RENAMED_WHY = {"attn_scale": "scale attention scores by 1/sqrt(p); the blocks' attn_scale is the residual step eta"}
 
@@ -276,7 +276,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], saved: bool = False) -> ModelConfig:
         """A config from its model section: the shared fields, and the block's options flat beside them (or in an
-        ``options`` mapping). A renamed field's old name works with a one-line FutureWarning, silently when
+        ``options`` mapping). A renamed field's old name works with a one-line RenamedWarning, silently when
         ``saved`` (a config aot wrote: a run's config.json, a checkpoint, an export). Another block's option at its
         default is dropped (configs saved before options were per block hold every block's), away from it it is a
         one-line error naming the block it belongs to."""
@@ -289,28 +289,17 @@ class ModelConfig:
                     warn_renamed(f"model.{old}", f"model.{new}", RENAMED_WHY[old], kind="field")
                 value = data.pop(old)
                 data.setdefault(new, value)
-        spec = blockspec.find_block(data.get("block", cls.block)) if isinstance(data.get("block", ""), str) else None
-        own = spec.options.field_names() if spec is not None else ()
-        shared: dict[str, Any] = {}
         given = data.pop("options", None)
-        options: dict[str, Any] = {}
-        if isinstance(given, BlockOptions) and spec is not None and type(given) is spec.options:
-            options = given.to_dict()
-        elif isinstance(given, dict):
-            options = dict(given)
-        elif given is not None:  # something else, which _block_options names
-            shared["options"] = given
-        for key, value in data.items():
-            if key in SHARED_FIELDS:
-                shared[key] = value
-            elif key in own:
-                options[key] = value
-            elif spec is not None:
-                _foreign_option(key, value, spec, own)
-            # else: the block is unknown, and validation names it before anything else
-        if options or "options" not in shared:
-            shared["options"] = options
-        return from_dict(cls, shared, "model")
+        flat = {key: value for key, value in data.items() if key not in SHARED_FIELDS}
+        shared = {key: value for key, value in data.items() if key in SHARED_FIELDS}
+        if isinstance(given, BlockOptions) and flat:  # the block's instance, with fields given flat beside it
+            spec = blockspec.find_block(str(data.get("block", cls.block)))
+            if spec is not None and type(given) is spec.options:  # (another block's class: _block_options names it)
+                given = {**given.to_dict(), **flat}
+        elif isinstance(given, dict) or given is None:
+            given = {**(given or {}), **flat}
+        # every key that is not a shared field is an option: _block_options sorts the block's own from the rest
+        return from_dict(cls, {**shared, "options": given}, "model")
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields or options changed (validated again)."""
@@ -366,7 +355,7 @@ def _foreign_option(key: str, value: Any, spec: blockspec.BlockSpec, own: tuple[
 
 def _accept_flat_options(init: Any) -> Any:
     """``ModelConfig(block='crate', ista_step=0.2)``, the options as keywords, as before they moved into
-    ``options``: still taken for one release, with a one-line DeprecationWarning."""
+    ``options``: still taken for one release, with a one-line RenamedWarning."""
 
     @functools.wraps(init)
     def __init__(self: ModelConfig, *args: Any, **kwargs: Any) -> None:
